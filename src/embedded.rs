@@ -1,0 +1,166 @@
+//! The embedded default target: the control plane plus the simulated node fleet, started
+//! together, and a process-wide shared instance for test binaries.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, ListParams};
+
+use crate::cluster::{
+    ControlPlane, ControlPlaneError, ControlPlaneOptions, ProvisionError, ProvisionOptions,
+    provision,
+};
+use crate::kubelet::{Fleet, FleetError, FleetOptions, NODE_LABEL};
+
+/// How to start the embedded cluster.
+#[derive(Debug, Clone, Default)]
+pub struct EmbeddedOptions {
+    /// How to find or build the binaries.
+    pub provision: ProvisionOptions,
+    /// CRDs installed before the controller manager starts.
+    pub crds: Vec<CustomResourceDefinition>,
+    /// The node fleet.
+    pub fleet: FleetOptions,
+}
+
+/// Errors while starting the embedded cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddedError {
+    /// The binaries could not be found or built.
+    #[error("failed to provision the control-plane binaries")]
+    Provision(#[from] ProvisionError),
+    /// The control plane did not start.
+    #[error("failed to start the control plane")]
+    ControlPlane(#[from] ControlPlaneError),
+    /// The fleet did not start.
+    #[error("failed to start the simulated node fleet")]
+    Fleet(#[from] FleetError),
+    /// The nodes did not register.
+    #[error("simulated nodes did not become Ready within {0:?}")]
+    Nodes(Duration),
+}
+
+/// A running embedded cluster.
+#[derive(Debug)]
+pub struct EmbeddedCluster {
+    /// The node fleet (declared first: it stops before the control plane).
+    pub fleet: Fleet,
+    /// The control plane.
+    pub control_plane: ControlPlane,
+    /// How long the start took (binaries already present).
+    pub start_duration: Duration,
+}
+
+impl EmbeddedCluster {
+    /// Resolves (or builds) the binaries, starts the control plane with the CRDs, registers
+    /// the nodes and waits until they are Ready and schedulable.
+    pub async fn start(options: EmbeddedOptions) -> Result<EmbeddedCluster, EmbeddedError> {
+        let provision = options.provision.clone();
+        let binaries = tokio::task::spawn_blocking(move || provision::resolve(&provision))
+            .await
+            .expect("provisioning does not panic")?;
+        let started = Instant::now();
+        let mut cp_options = ControlPlaneOptions::new(binaries);
+        cp_options.crds = options.crds;
+        let control_plane = ControlPlane::start(cp_options).await?;
+        let fleet = Fleet::start(control_plane.client(), options.fleet.clone()).await?;
+        wait_nodes_ready(&control_plane.client(), options.fleet.nodes).await?;
+        Ok(EmbeddedCluster {
+            fleet,
+            control_plane,
+            start_duration: started.elapsed(),
+        })
+    }
+
+    /// An admin client.
+    pub fn client(&self) -> Client {
+        self.control_plane.client()
+    }
+}
+
+async fn wait_nodes_ready(client: &Client, count: usize) -> Result<(), EmbeddedError> {
+    let timeout = Duration::from_secs(30);
+    let deadline = Instant::now() + timeout;
+    let nodes: Api<Node> = Api::all(client.clone());
+    loop {
+        let list = nodes
+            .list(&ListParams::default().labels(NODE_LABEL))
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        let ready = list
+            .iter()
+            .filter(|n| {
+                let untainted = n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_none_or(|t| t.is_empty());
+                let is_ready = n
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                untainted && is_ready
+            })
+            .count();
+        if ready >= count {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(EmbeddedError::Nodes(timeout));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A cluster shared by every test of one test binary, on a runtime of its own (so clients
+/// and the fleet outlive any single test's runtime). Processes are stopped at process exit.
+#[derive(Debug)]
+pub struct Shared {
+    runtime: tokio::runtime::Runtime,
+    cluster: Result<EmbeddedCluster, String>,
+}
+
+impl Shared {
+    /// Runs a future on the shared runtime, from any thread.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    /// The cluster, or the reason it could not start (rendered once, with its causes).
+    pub fn cluster(&self) -> Result<&EmbeddedCluster, &str> {
+        self.cluster.as_ref().map_err(String::as_str)
+    }
+}
+
+/// Renders an error with its chain of causes.
+pub fn render_error(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(&format!("\n  caused by: {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+/// The process-wide embedded cluster, started on first use with `crds` installed.
+pub fn shared(crds: impl FnOnce() -> Vec<CustomResourceDefinition>) -> &'static Shared {
+    static SHARED: OnceLock<Shared> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("grove-shared")
+            .build()
+            .expect("failed to build the shared runtime");
+        let options = EmbeddedOptions {
+            crds: crds(),
+            ..EmbeddedOptions::default()
+        };
+        let cluster = runtime
+            .block_on(EmbeddedCluster::start(options))
+            .map_err(|e| render_error(&e));
+        Shared { runtime, cluster }
+    })
+}

@@ -1,0 +1,13 @@
+//! The simulated node fleet: scheduler and kubelet for pods on nodes that have no containers.
+//!
+//! The only simulated part of the embedded cluster. It must behave like the real thing:
+//! statuses as the kubelet writes them, graceful deletion finished by the node, evictions,
+//! preemption and node loss as they appear in the API.
+
+mod fleet;
+pub mod status;
+
+pub use fleet::{
+    Fleet, FleetError, FleetOptions, HarnessAction, KUBELET_MANAGER, NODE_LABEL, NodeLoss, Taint,
+    TERMINATION_SECONDS_ANNOTATION, parse_cpu_millis,
+};

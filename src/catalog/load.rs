@@ -1,0 +1,367 @@
+//! Loading the catalog (`cases/`, `fixtures/`), linting it and deciding which cases apply
+//! to a revision.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::clauses::{CLAUSES, Profile};
+use super::diagnostic::Diagnostic;
+use super::model::{Apply, Case, ObjectRef, Request, StepKind, Target};
+use super::parse::parse_case_with_fixtures;
+use super::patch::merge_patch;
+use super::yaml::{self, Node, Pos};
+use crate::vocab::{GROVE_API_VERSION, Kind, Revision, Unsupported, Vocabulary};
+
+/// A reusable PodCliqueSet manifest under `fixtures/`, written in the default revision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fixture {
+    /// The file stem, which cases use to name it.
+    pub name: String,
+    /// The file.
+    pub path: PathBuf,
+    /// `metadata.name` of the PodCliqueSet it creates.
+    pub object_name: String,
+    /// The manifest.
+    pub manifest: Value,
+}
+
+/// The whole catalog: every case and fixture, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Catalog {
+    /// The folder holding `cases/` and `fixtures/`.
+    pub root: PathBuf,
+    /// Cases, sorted by path.
+    pub cases: Vec<Case>,
+    /// Fixtures by name.
+    pub fixtures: BTreeMap<String, Fixture>,
+}
+
+/// Whether a case runs under a revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applicability {
+    /// It runs.
+    Applies,
+    /// It is reported skipped, with this reason.
+    NotApplicable(String),
+}
+
+fn yaml_files(dir: &Path, recursive: bool, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            if recursive {
+                yaml_files(&path, recursive, out)?;
+            }
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Parses and validates one fixture file.
+pub fn parse_fixture(path: &Path, text: &str) -> Result<Fixture, Vec<Diagnostic>> {
+    let root = yaml::parse(text).map_err(|e| vec![Diagnostic::at(path, e.pos, "", e.message)])?;
+    let mut diags = Vec::new();
+    let pos_of = |node: Option<&Node>| node.map_or(root.pos, |n| n.pos);
+    let manifest = root.to_json();
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default()
+        .to_owned();
+    let mut check = |ok: bool, node: Option<&Node>, field: &str, msg: String| {
+        if !ok {
+            diags.push(Diagnostic::at(path, pos_of(node), field, msg));
+        }
+    };
+    check(
+        manifest.is_object(),
+        None,
+        "",
+        "expected a PodCliqueSet manifest (a mapping)".into(),
+    );
+    let api = manifest.get("apiVersion").and_then(Value::as_str);
+    check(
+        api == Some(GROVE_API_VERSION),
+        root.get("apiVersion"),
+        "apiVersion",
+        format!(
+            "expected `{GROVE_API_VERSION}`, found {}",
+            api.map_or("nothing".into(), |a| format!("`{a}`"))
+        ),
+    );
+    let kind = manifest.get("kind").and_then(Value::as_str);
+    check(
+        kind == Some(Kind::PodCliqueSet.as_str()),
+        root.get("kind"),
+        "kind",
+        format!(
+            "expected `PodCliqueSet`, found {}",
+            kind.map_or("nothing".into(), |k| format!("`{k}`"))
+        ),
+    );
+    let metadata = root.get("metadata");
+    let name = manifest.pointer("/metadata/name").and_then(Value::as_str);
+    let name_ok = name.is_some_and(|n| {
+        !n.is_empty()
+            && n.len() <= 63
+            && n.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !n.starts_with('-')
+            && !n.ends_with('-')
+    });
+    check(
+        name_ok,
+        metadata.and_then(|m| m.get("name")).or(metadata),
+        "metadata.name",
+        "expected a DNS label (lowercase letters, digits, `-`)".into(),
+    );
+    check(
+        manifest.pointer("/metadata/namespace").is_none(),
+        metadata.and_then(|m| m.get("namespace")),
+        "metadata.namespace",
+        "a fixture has no namespace: every case runs in a fresh one".into(),
+    );
+    let template = root.get("spec").and_then(|s| s.get("template"));
+    let cliques = manifest
+        .pointer("/spec/template/cliques")
+        .and_then(Value::as_array);
+    check(
+        cliques.is_some_and(|c| !c.is_empty()),
+        template.or(root.get("spec")),
+        "spec.template.cliques",
+        "expected a non-empty list of cliques".into(),
+    );
+    if let Some(cliques) = cliques {
+        for (i, c) in cliques.iter().enumerate() {
+            check(
+                c.get("name").and_then(Value::as_str).is_some(),
+                template.and_then(|t| t.get("cliques")),
+                &format!("spec.template.cliques[{i}].name"),
+                "every clique needs a name".into(),
+            );
+        }
+    }
+    if diags.is_empty() {
+        Ok(Fixture {
+            name: stem,
+            path: path.to_path_buf(),
+            object_name: name.unwrap_or_default().to_owned(),
+            manifest,
+        })
+    } else {
+        Err(diags)
+    }
+}
+
+/// Loads `root/fixtures/*.yaml` and `root/cases/**/*.yaml`, reporting every problem at once.
+pub fn load_catalog(root: &Path) -> Result<Catalog, Vec<Diagnostic>> {
+    let mut diags = Vec::new();
+    let mut fixtures = BTreeMap::new();
+    let fixtures_dir = root.join("fixtures");
+    let mut fixture_files = Vec::new();
+    if let Err(e) = yaml_files(&fixtures_dir, false, &mut fixture_files) {
+        diags.push(Diagnostic::file(
+            &fixtures_dir,
+            format!("failed to read the fixtures folder: {e}"),
+        ));
+    }
+    fixture_files.sort();
+    for path in fixture_files {
+        match fs::read_to_string(&path) {
+            Err(e) => diags.push(Diagnostic::file(&path, format!("failed to read: {e}"))),
+            Ok(text) => match parse_fixture(&path, &text) {
+                Ok(f) => {
+                    fixtures.insert(f.name.clone(), f);
+                }
+                Err(d) => diags.extend(d),
+            },
+        }
+    }
+    let mut by_object: BTreeMap<&str, &str> = BTreeMap::new();
+    for f in fixtures.values() {
+        let _ = by_object.entry(&f.object_name).or_insert(&f.name);
+    }
+    let known: BTreeSet<String> = fixtures.keys().cloned().collect();
+
+    let cases_dir = root.join("cases");
+    let mut case_files = Vec::new();
+    if let Err(e) = yaml_files(&cases_dir, true, &mut case_files) {
+        diags.push(Diagnostic::file(
+            &cases_dir,
+            format!("failed to read the cases folder: {e}"),
+        ));
+    }
+    case_files.sort();
+    let mut cases: Vec<Case> = Vec::new();
+    let mut names: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for path in case_files {
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                diags.push(Diagnostic::file(&path, format!("failed to read: {e}")));
+                continue;
+            }
+        };
+        match parse_case_with_fixtures(&path, &text, &known) {
+            Ok(mut case) => {
+                case.area = path
+                    .parent()
+                    .and_then(|p| p.strip_prefix(&cases_dir).ok())
+                    .map(|p| p.to_string_lossy().replace('\\', "/"))
+                    .unwrap_or_default();
+                if let Some(first) = names.get(&case.name) {
+                    diags.push(Diagnostic::at(
+                        &path,
+                        Pos { line: 1, column: 1 },
+                        "name",
+                        format!(
+                            "case name `{}` is already used by {}",
+                            case.name,
+                            first.display()
+                        ),
+                    ));
+                } else {
+                    names.insert(case.name.clone(), path.clone());
+                    cases.push(case);
+                }
+            }
+            Err(d) => diags.extend(d),
+        }
+    }
+    if diags.is_empty() {
+        Ok(Catalog {
+            root: root.to_path_buf(),
+            cases,
+            fixtures,
+        })
+    } else {
+        diags.sort();
+        Err(diags)
+    }
+}
+
+/// Loads the catalog and checks it is complete: every `core` clause is cited by at least one
+/// case. Returns the catalog when it is valid and complete.
+pub fn lint(root: &Path) -> Result<Catalog, Vec<Diagnostic>> {
+    let catalog = load_catalog(root)?;
+    let diags = lint_catalog(&catalog);
+    if diags.is_empty() {
+        Ok(catalog)
+    } else {
+        Err(diags)
+    }
+}
+
+/// The completeness checks of [`lint`] on an already loaded catalog.
+pub fn lint_catalog(catalog: &Catalog) -> Vec<Diagnostic> {
+    let uncited: Vec<&str> = CLAUSES
+        .iter()
+        .filter(|c| c.profile() == Profile::Core)
+        .filter(|c| catalog.cases_citing(c.id).is_empty())
+        .map(|c| c.id)
+        .collect();
+    if uncited.is_empty() {
+        Vec::new()
+    } else {
+        vec![Diagnostic::file(
+            catalog.root.join("cases"),
+            format!(
+                "core clauses cited by no case: {} (every core clause needs at least one case)",
+                uncited.join(", ")
+            ),
+        )]
+    }
+}
+
+impl Catalog {
+    /// The case named `name`.
+    pub fn case(&self, name: &str) -> Option<&Case> {
+        self.cases.iter().find(|c| c.name == name)
+    }
+
+    /// The fixture named `name`.
+    pub fn fixture(&self, name: &str) -> Option<&Fixture> {
+        self.fixtures.get(name)
+    }
+
+    /// Cases citing clause `id`, sorted by name.
+    pub fn cases_citing(&self, id: &str) -> Vec<&Case> {
+        let mut out: Vec<&Case> = self
+            .cases
+            .iter()
+            .filter(|c| c.clauses.iter().any(|k| k == id))
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// The object a step's target names (a fixture names its PodCliqueSet).
+    pub fn resolve(&self, target: &Target) -> Option<ObjectRef> {
+        match target {
+            Target::Object(o) => Some(o.clone()),
+            Target::Fixture(f) => self.fixture(f).map(|f| ObjectRef {
+                kind: Kind::PodCliqueSet,
+                name: f.object_name.clone(),
+            }),
+        }
+    }
+
+    /// The manifest an `apply` sends under `vocab`: fixture, then patch, then translation.
+    pub fn manifest(&self, apply: &Apply, vocab: &Vocabulary) -> Result<Value, Unsupported> {
+        let mut manifest = self
+            .fixture(&apply.fixture)
+            .map(|f| f.manifest.clone())
+            .unwrap_or(Value::Null);
+        if let Some(patch) = &apply.patch {
+            merge_patch(&mut manifest, patch);
+        }
+        vocab.translate_manifest(Kind::PodCliqueSet, &manifest)
+    }
+
+    /// Whether `case` runs under `revision`, and if not, why.
+    ///
+    /// A case is not applicable when it lists `revisions` without this one, relies on a
+    /// capability or name the revision lacks, or creates a manifest the revision cannot
+    /// express.
+    pub fn applicability(&self, case: &Case, revision: Revision) -> Applicability {
+        if let Some(revisions) = &case.revisions
+            && !revisions.contains(&revision)
+        {
+            let ids: Vec<&str> = revisions.iter().map(|r| r.id()).collect();
+            return Applicability::NotApplicable(format!(
+                "the case applies only to revisions {}",
+                ids.join(", ")
+            ));
+        }
+        let vocab = Vocabulary::new(revision);
+        for feature in &case.features {
+            if let Err(e) = vocab.require_feature(*feature) {
+                return Applicability::NotApplicable(e.to_string());
+            }
+        }
+        for term in &case.terms {
+            if let Err(e) = vocab.require(*term) {
+                return Applicability::NotApplicable(e.to_string());
+            }
+        }
+        for step in &case.steps {
+            let apply = match &step.kind {
+                StepKind::Apply(a)
+                | StepKind::Reject(super::model::Reject {
+                    request: Request::Apply(a),
+                    ..
+                }) => a,
+                _ => continue,
+            };
+            if let Err(e) = self.manifest(apply, &vocab) {
+                return Applicability::NotApplicable(e.to_string());
+            }
+        }
+        Applicability::Applies
+    }
+}

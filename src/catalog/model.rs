@@ -1,0 +1,617 @@
+//! The case model: what a parsed case says, as plain data for the runner.
+//!
+//! Every name an implementation exposes is held as a [`Term`] (never as a string), so the
+//! runner spells it through the [`Vocabulary`](crate::vocab::Vocabulary) of the selected
+//! revision. Object names (`job-0-worker`) and fixture names are the case's own and stay
+//! strings.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde_json::Value;
+
+use super::clauses::Profile;
+use super::yaml::Pos;
+use crate::vocab::{Feature, Kind, Revision, Term};
+
+/// A duration written `500ms`, `20s`, `2m`, `1h` or combined (`1m30s`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Duration(pub std::time::Duration);
+
+impl Duration {
+    /// The duration as `std::time::Duration`.
+    pub fn as_std(self) -> std::time::Duration {
+        self.0
+    }
+
+    /// From whole seconds.
+    pub fn from_secs(secs: u64) -> Self {
+        Duration(std::time::Duration::from_secs(secs))
+    }
+}
+
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        if ms == 0 {
+            return f.write_str("0s");
+        }
+        let (h, rest) = (ms / 3_600_000, ms % 3_600_000);
+        let (m, rest) = (rest / 60_000, rest % 60_000);
+        let (s, ms) = (rest / 1000, rest % 1000);
+        for (n, unit) in [(h, "h"), (m, "m"), (s, "s"), (ms, "ms")] {
+            if n > 0 {
+                write!(f, "{n}{unit}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Duration {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad =
+            || format!("invalid duration `{s}` (expected e.g. `500ms`, `20s`, `2m`, `1m30s`)");
+        if s.is_empty() {
+            return Err(bad());
+        }
+        let mut total = std::time::Duration::ZERO;
+        let mut rest = s;
+        while !rest.is_empty() {
+            let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+            if digits == 0 {
+                return Err(bad());
+            }
+            let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+            rest = &rest[digits..];
+            let unit_len = rest
+                .find(|c: char| c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            let unit = match &rest[..unit_len] {
+                "ms" => std::time::Duration::from_millis(n),
+                "s" => std::time::Duration::from_secs(n),
+                "m" => std::time::Duration::from_secs(n * 60),
+                "h" => std::time::Duration::from_secs(n * 3600),
+                _ => return Err(bad()),
+            };
+            total += unit;
+            rest = &rest[unit_len..];
+        }
+        Ok(Duration(total))
+    }
+}
+
+/// One parsed case file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    /// Unique name; equals the file stem.
+    pub name: String,
+    /// The file it came from.
+    pub path: PathBuf,
+    /// The folder under `cases/` (`leader-driven`), or empty at the top level.
+    pub area: String,
+    /// One line a reader understands without the spec.
+    pub summary: String,
+    /// Clause ids it checks, as written (validated against the clause table).
+    pub clauses: Vec<String>,
+    /// Its profile.
+    pub profile: Profile,
+    /// The fixtures (file stems under `fixtures/`) its steps may use.
+    pub fixtures: Vec<String>,
+    /// The revisions it applies to, when restricted (`None`: all, subject to [`Case::features`]).
+    pub revisions: Option<Vec<Revision>>,
+    /// Upper bound for the whole case, when set.
+    pub timeout: Option<Duration>,
+    /// The steps, in order.
+    pub steps: Vec<Step>,
+    /// Every vocabulary term the case relies on (a revision lacking one skips the case).
+    pub terms: BTreeSet<Term>,
+    /// Capabilities the case relies on (a revision lacking one skips the case).
+    pub features: BTreeSet<Feature>,
+}
+
+/// One step of a case.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Where the step starts in the case file (for messages).
+    pub pos: Pos,
+    /// What it does.
+    pub kind: StepKind,
+}
+
+/// What a step does. Steps run in order; each waits for its own completion (an `expect`
+/// until it holds, a request until answered), except a controller action with a trigger,
+/// which is armed and fires later.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepKind {
+    /// `apply`: create objects from a fixture (with an optional patch).
+    Apply(Apply),
+    /// `update`: change a live object's spec, status or scale.
+    Update(Update),
+    /// `delete` / `force-delete` of an object (not a pod).
+    Delete(Delete),
+    /// `reject`: a request the implementation's admission must refuse.
+    Reject(Reject),
+    /// A pod action (`exit`, `evict`, `delete` with `pod:` ...).
+    Pods(PodStep),
+    /// `controller`: pause, resume or crash the implementation.
+    Controller(ControllerStep),
+    /// `remember`: record the UID of an object or pod under a label.
+    Remember(Remember),
+    /// `expect`: a predicate that must become true (`within`) and/or stay true (`for`).
+    Expect(Expectation),
+}
+
+impl StepKind {
+    /// The step keyword as written in a case.
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            StepKind::Apply(_) => "apply",
+            StepKind::Update(_) => "update",
+            StepKind::Delete(d) if d.force => "force-delete",
+            StepKind::Delete(_) => "delete",
+            StepKind::Reject(_) => "reject",
+            StepKind::Pods(p) => p.action.keyword(),
+            StepKind::Controller(_) => "controller",
+            StepKind::Remember(_) => "remember",
+            StepKind::Expect(_) => "expect",
+        }
+    }
+}
+
+/// A Grove object named by kind and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectRef {
+    /// Kind (Grove kinds only; pods are addressed through [`PodSelector`]).
+    pub kind: Kind,
+    /// `metadata.name`.
+    pub name: String,
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind, self.name)
+    }
+}
+
+/// `apply`: create the PodCliqueSet of a fixture.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Apply {
+    /// Fixture name (file stem under `fixtures/`, declared in the case header).
+    pub fixture: String,
+    /// Merged into the fixture before sending; see [`merge_patch`](super::merge_patch).
+    pub patch: Option<Value>,
+}
+
+/// What an `update` or `delete` addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// An object by kind and name.
+    Object(ObjectRef),
+    /// The PodCliqueSet a fixture creates.
+    Fixture(String),
+}
+
+/// Which part of an object an `update` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subresource {
+    /// The object itself (spec, metadata).
+    Main,
+    /// The `status` subresource (e.g. the harness writing PodClique conditions).
+    Status,
+    /// The `scale` subresource (`patch: {spec: {replicas: N}}`).
+    Scale,
+}
+
+/// A condition status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ConditionStatus {
+    /// `"True"`.
+    True,
+    /// `"False"`.
+    False,
+    /// `"Unknown"`.
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// As written in a condition (`"True"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+/// A condition the harness writes through `update` (subresource `status`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConditionWrite {
+    /// Condition type ([`Term::Completed`], [`Term::Failed`], ...).
+    pub condition: Term,
+    /// Status to write.
+    pub status: ConditionStatus,
+    /// Reason to write, if any.
+    pub reason: Option<Term>,
+}
+
+/// `update`: read the live object, merge `patch` (and `conditions`), write it back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update {
+    /// The object.
+    pub target: Target,
+    /// Which part is written.
+    pub subresource: Subresource,
+    /// Merged into the live object; see [`merge_patch`](super::merge_patch).
+    pub patch: Option<Value>,
+    /// Conditions set by type (status subresource only); spelled through the vocabulary.
+    pub conditions: Vec<ConditionWrite>,
+}
+
+/// `delete` / `force-delete` of an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delete {
+    /// The object.
+    pub target: Target,
+    /// Grace period 0 (force) instead of the default.
+    pub force: bool,
+}
+
+/// The request a `reject` step sends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// A create (as `apply`).
+    Apply(Apply),
+    /// An update (as `update`).
+    Update(Update),
+}
+
+/// `reject`: the request must fail with a 4xx whose message names `field`; nothing changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reject {
+    /// The request.
+    pub request: Request,
+    /// Expected HTTP status code (`None`: any 4xx).
+    pub code: Option<u16>,
+    /// The field the error message must name, default-revision spelling (translate with
+    /// [`Vocabulary::translate_field_path`](crate::vocab::Vocabulary::translate_field_path)).
+    pub field: String,
+}
+
+/// Pods addressed by PodClique name and `grove.io/podclique-pod-index`, never by pod name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PodSelector {
+    /// `pod: <podclique>/<index>`: the (current) pod with that index.
+    Pod {
+        /// PodClique name.
+        clique: String,
+        /// Pod index label value.
+        index: u32,
+    },
+    /// `clique: <podclique>`: every pod of the PodClique.
+    Clique(String),
+    /// `pcs: <podcliqueset>`: every pod of the PodCliqueSet (label `app.kubernetes.io/part-of`).
+    PodCliqueSet(String),
+}
+
+impl fmt::Display for PodSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PodSelector::Pod { clique, index } => write!(f, "pod {clique}/{index}"),
+            PodSelector::Clique(c) => write!(f, "pods of PodClique {c}"),
+            PodSelector::PodCliqueSet(p) => write!(f, "pods of PodCliqueSet {p}"),
+        }
+    }
+}
+
+/// How a lost node's pods disappear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeLoss {
+    /// The pods vanish without ever showing a terminal phase (`mode: vanish`, default).
+    Vanish,
+    /// The pods first show phase Failed, then vanish (`mode: fail`).
+    FailFirst,
+}
+
+/// What the harness does to selected pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodAction {
+    /// `exit`: the container exits with this code (0 → Succeeded, else Failed).
+    Exit(i32),
+    /// `unready`: the pod stays Running but not Ready.
+    Unready,
+    /// `ready`: the pod becomes Ready again.
+    Ready,
+    /// `evict`: the Eviction API.
+    Evict,
+    /// `preempt`: condition `DisruptionTarget` then delete.
+    Preempt,
+    /// `delete`: a plain delete (default grace period).
+    Delete,
+    /// `force-delete`: a delete with grace period 0.
+    ForceDelete,
+    /// `lose-node`: the node of the selected pods is lost.
+    LoseNode(NodeLoss),
+}
+
+impl PodAction {
+    /// The step keyword.
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            PodAction::Exit(_) => "exit",
+            PodAction::Unready => "unready",
+            PodAction::Ready => "ready",
+            PodAction::Evict => "evict",
+            PodAction::Preempt => "preempt",
+            PodAction::Delete => "delete",
+            PodAction::ForceDelete => "force-delete",
+            PodAction::LoseNode(_) => "lose-node",
+        }
+    }
+}
+
+/// A pod step: an action on the selected pods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodStep {
+    /// Which pods.
+    pub selector: PodSelector,
+    /// What happens to them.
+    pub action: PodAction,
+}
+
+/// What the harness does to the implementation under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControllerAction {
+    /// Stop it reconciling (SIGSTOP, or scale to zero).
+    Pause,
+    /// Let it reconcile again.
+    Resume,
+    /// SIGKILL it and start it again.
+    Crash,
+}
+
+/// A watch event that fires an armed controller action.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Trigger {
+    /// `changed: {kind, name, path}`: the value at `path` (dotted, e.g.
+    /// `status.replicaRestartCounts`) differs from its value when the step ran.
+    Changed {
+        /// The watched object.
+        object: ObjectRef,
+        /// Dotted field path, default-revision spelling.
+        path: String,
+    },
+    /// `deleted: {...}`: the first deletion (deletionTimestamp set, or gone) the
+    /// implementation makes of a matching object after the step ran.
+    Deleted(DeletionTarget),
+    /// `condition: {kind, name, type, status}`: a condition reaches a status.
+    Condition {
+        /// The watched object.
+        object: ObjectRef,
+        /// The condition type.
+        condition: Term,
+        /// The status it reaches.
+        status: ConditionStatus,
+    },
+}
+
+/// What a [`Trigger::Deleted`] waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeletionTarget {
+    /// `{pod: <podclique>/<index>}` or `{clique: <podclique>}` (any of its pods).
+    Pod(PodSelector),
+    /// `{kind, name}`.
+    Object(ObjectRef),
+    /// `{kind}` alone: any object of that kind (`Pod` allowed).
+    AnyOf(Kind),
+}
+
+/// `controller`: an action on the implementation, now or when `when` fires.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControllerStep {
+    /// The action.
+    pub action: ControllerAction,
+    /// When set, the step only arms the trigger and the case moves on.
+    pub when: Option<Trigger>,
+}
+
+/// An object or pod whose UID can be remembered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UidSubject {
+    /// A Grove object.
+    Object(ObjectRef),
+    /// The current pod of a PodClique with this index.
+    Pod {
+        /// PodClique name.
+        clique: String,
+        /// Pod index.
+        index: u32,
+    },
+}
+
+/// `remember`: record the current UID of `subject` under `label` for later `recreated` /
+/// `unchanged` expectations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remember {
+    /// Label, unique within the case.
+    pub label: String,
+    /// The object or pod.
+    pub subject: UidSubject,
+}
+
+/// The predicates of an `expect` step; all must hold together.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Expectation {
+    /// Must become true within this time (`None` with `hold`: must be true already).
+    pub within: Option<Duration>,
+    /// Then must stay true for this long (`for:` in YAML).
+    pub hold: Option<Duration>,
+    /// Object states.
+    pub objects: Vec<ObjectExpectation>,
+    /// Pod counts.
+    pub pods: Vec<PodCount>,
+    /// Remembered labels whose subject now exists with a different UID.
+    pub recreated: Vec<String>,
+    /// Remembered labels whose subject still exists with the same UID.
+    pub unchanged: Vec<String>,
+    /// Events that must have been recorded.
+    pub events: Vec<EventExpectation>,
+}
+
+/// What an object expectation addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// A Grove object.
+    Object(ObjectRef),
+    /// The current pod of a PodClique with this index (`pod: <podclique>/<index>`).
+    Pod {
+        /// PodClique name.
+        clique: String,
+        /// Pod index.
+        index: u32,
+    },
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Subject::Object(o) => o.fmt(f),
+            Subject::Pod { clique, index } => write!(f, "pod {clique}/{index}"),
+        }
+    }
+}
+
+/// The expected state of one object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectExpectation {
+    /// The object.
+    pub subject: Subject,
+    /// Absent, or present in a state.
+    pub state: ObjectState,
+}
+
+/// Absent, or present with these properties (all optional; present alone means "exists").
+#[derive(Debug, Clone, PartialEq)]
+pub enum ObjectState {
+    /// `absent: true`: the object does not exist (or is being deleted).
+    Absent,
+    /// The object exists and matches.
+    Present {
+        /// Conditions by type.
+        conditions: Vec<ConditionExpectation>,
+        /// Labels that must be present with these values (keys are vocabulary labels).
+        labels: Vec<(Term, String)>,
+        /// A subset the observed `spec` must contain.
+        spec: Option<Value>,
+        /// A subset the observed `status` must contain (conditions excluded: use `conditions`).
+        status: Option<Value>,
+    },
+}
+
+/// The expectation on one condition type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConditionExpectation {
+    /// Condition type.
+    pub condition: Term,
+    /// What it must be.
+    pub expect: ConditionMatch,
+}
+
+/// `absent`, or a status with an optional reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConditionMatch {
+    /// No condition of that type.
+    Absent,
+    /// Present with this status (and reason, when given).
+    Status {
+        /// Status.
+        status: ConditionStatus,
+        /// Reason, when the case names one.
+        reason: Option<Term>,
+    },
+}
+
+/// Pod phases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PodPhase {
+    /// Pending.
+    Pending,
+    /// Running.
+    Running,
+    /// Succeeded.
+    Succeeded,
+    /// Failed.
+    Failed,
+    /// Unknown.
+    Unknown,
+}
+
+impl PodPhase {
+    /// As in `status.phase`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodPhase::Pending => "Pending",
+            PodPhase::Running => "Running",
+            PodPhase::Succeeded => "Succeeded",
+            PodPhase::Failed => "Failed",
+            PodPhase::Unknown => "Unknown",
+        }
+    }
+
+    /// Parses `status.phase`.
+    pub fn parse(s: &str) -> Option<PodPhase> {
+        [
+            PodPhase::Pending,
+            PodPhase::Running,
+            PodPhase::Succeeded,
+            PodPhase::Failed,
+            PodPhase::Unknown,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == s)
+    }
+}
+
+/// Which pods a [`PodCount`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodFilter {
+    /// `count:` every existing pod (being deleted included).
+    All,
+    /// `phase: P` with `count:`.
+    Phase(PodPhase),
+    /// `active:` Pending or Running and not being deleted.
+    Active,
+    /// `terminal:` Succeeded or Failed.
+    Terminal,
+    /// `ready:` Ready condition True and not being deleted.
+    Ready,
+}
+
+/// `pods:` entry: exactly `count` pods of `scope` pass `filter`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodCount {
+    /// Which pods are considered.
+    pub scope: PodSelector,
+    /// Which of them are counted.
+    pub filter: PodFilter,
+    /// The exact number expected.
+    pub count: u32,
+}
+
+/// `events:` entry: events with `reason` on the involved object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventExpectation {
+    /// Event reason.
+    pub reason: Term,
+    /// Involved object kind, when given.
+    pub kind: Option<Kind>,
+    /// Involved object name, when given.
+    pub name: Option<String>,
+    /// Exact number of occurrences (summing Event `count`); `None`: at least one.
+    pub count: Option<u32>,
+}

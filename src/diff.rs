@@ -1,0 +1,1 @@
+//! diff (work in progress)

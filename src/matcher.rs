@@ -1,0 +1,1 @@
+//! matcher (work in progress)

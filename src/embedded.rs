@@ -94,7 +94,11 @@ async fn wait_nodes_ready(client: &Client, count: usize) -> Result<(), EmbeddedE
         let ready = list
             .iter()
             .filter(|n| {
-                let untainted = n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_none_or(|t| t.is_empty());
+                let untainted = n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_none_or(|t| t.is_empty());
                 let is_ready = n
                     .status
                     .as_ref()

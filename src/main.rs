@@ -31,12 +31,16 @@ enum Command {
     },
 }
 
+/// Readiness probes fail by design while components start; kube's client logs each failure.
+const DEFAULT_LOG_FILTER: &str =
+    "warn,kube_client::client::builder=off,kube_client::client::tls=error";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn".into()),
+                .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into()),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -6,7 +6,6 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use grove_conformance::embedded::{self, EmbeddedCluster, Shared};
 use grove_conformance::kubelet::{NodeLoss, Taint};
-use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -15,6 +14,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use std::collections::BTreeMap;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -52,8 +52,12 @@ where
     let namespace = format!("cp-{name}");
     env.block_on(async move {
         let namespaces: Api<Namespace> = Api::all(client.clone());
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap();
-        namespaces.create(&PostParams::default(), &ns).await.unwrap();
+        let ns: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
         tokio::time::timeout(Duration::from_secs(60), body(client, cluster, namespace))
             .await
             .expect("test timed out");
@@ -77,11 +81,14 @@ async fn create_running(client: &Client, ns: &str, name: &str, policy: &str) -> 
     pods.create(&PostParams::default(), &pod(name, policy, false))
         .await
         .unwrap();
-    tokio::time::timeout(WAIT, await_condition(pods.clone(), name, conditions::is_pod_running()))
-        .await
-        .expect("pod did not start")
-        .unwrap()
-        .unwrap()
+    tokio::time::timeout(
+        WAIT,
+        await_condition(pods.clone(), name, conditions::is_pod_running()),
+    )
+    .await
+    .expect("pod did not start")
+    .unwrap()
+    .unwrap()
 }
 
 fn phase(pod: &Pod) -> Option<&str> {
@@ -108,25 +115,45 @@ fn pods_are_bound_run_and_exit_with_their_code() {
         let running = create_running(&client, &ns, "ok", "Never").await;
         let node = running.spec.as_ref().unwrap().node_name.clone().unwrap();
         assert!(cluster.fleet.node_names().contains(&node));
-        let ready = running.status.as_ref().unwrap().conditions.as_ref().unwrap();
-        assert!(ready.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        assert!(ready.iter().any(|c| c.type_ == "PodScheduled" && c.status == "True"));
+        let ready = running
+            .status
+            .as_ref()
+            .unwrap()
+            .conditions
+            .as_ref()
+            .unwrap();
+        assert!(
+            ready
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        );
+        assert!(
+            ready
+                .iter()
+                .any(|c| c.type_ == "PodScheduled" && c.status == "True")
+        );
 
         cluster.fleet.exit(&ns, "ok", 0).await.unwrap();
-        let done = tokio::time::timeout(WAIT, await_condition(pods.clone(), "ok", is_phase("Succeeded")))
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let done = tokio::time::timeout(
+            WAIT,
+            await_condition(pods.clone(), "ok", is_phase("Succeeded")),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
         assert_eq!(exit_code(&done), Some(0));
 
         create_running(&client, &ns, "bad", "Never").await;
         cluster.fleet.exit(&ns, "bad", 3).await.unwrap();
-        let failed = tokio::time::timeout(WAIT, await_condition(pods.clone(), "bad", is_phase("Failed")))
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let failed = tokio::time::timeout(
+            WAIT,
+            await_condition(pods.clone(), "bad", is_phase("Failed")),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
         assert_eq!(exit_code(&failed), Some(3));
 
         // Under restartPolicy Always the container restarts: the pod stays Running.
@@ -135,8 +162,14 @@ fn pods_are_bound_run_and_exit_with_their_code() {
         let restarted = tokio::time::timeout(
             WAIT,
             await_condition(pods.clone(), "always", |p: Option<&Pod>| {
-                p.and_then(|p| p.status.as_ref()?.container_statuses.as_ref()?.first().map(|c| c.restart_count))
-                    == Some(1)
+                p.and_then(|p| {
+                    p.status
+                        .as_ref()?
+                        .container_statuses
+                        .as_ref()?
+                        .first()
+                        .map(|c| c.restart_count)
+                }) == Some(1)
             }),
         )
         .await
@@ -157,7 +190,10 @@ fn a_gated_pod_is_bound_only_when_its_gate_goes() {
         // A second, ungated pod created after it runs: the fleet has seen both.
         create_running(&client, &ns, "witness", "Never").await;
         let gated = pods.get("gated").await.unwrap();
-        assert!(gated.spec.as_ref().unwrap().node_name.is_none(), "a gated pod was bound");
+        assert!(
+            gated.spec.as_ref().unwrap().node_name.is_none(),
+            "a gated pod was bound"
+        );
         pods.patch(
             "gated",
             &PatchParams::default(),
@@ -165,10 +201,13 @@ fn a_gated_pod_is_bound_only_when_its_gate_goes() {
         )
         .await
         .unwrap();
-        tokio::time::timeout(WAIT, await_condition(pods, "gated", conditions::is_pod_running()))
-            .await
-            .expect("the ungated pod did not start")
-            .unwrap();
+        tokio::time::timeout(
+            WAIT,
+            await_condition(pods, "gated", conditions::is_pod_running()),
+        )
+        .await
+        .expect("the ungated pod did not start")
+        .unwrap();
     });
 }
 
@@ -178,19 +217,29 @@ fn an_eviction_removes_a_running_pod_with_disruption_target() {
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let running = create_running(&client, &ns, "victim", "Never").await;
         let uid = running.uid().unwrap();
-        let watch = watcher(pods.clone(), watcher::Config::default().fields("metadata.name=victim"));
+        let watch = watcher(
+            pods.clone(),
+            watcher::Config::default().fields("metadata.name=victim"),
+        );
         let seen = tokio::spawn(async move {
             watch
                 .touched_objects()
-                .try_take_while(|p| futures::future::ready(Ok(phase(p) != Some("Failed") || p.metadata.deletion_timestamp.is_none())))
+                .try_take_while(|p| {
+                    futures::future::ready(Ok(
+                        phase(p) != Some("Failed") || p.metadata.deletion_timestamp.is_none()
+                    ))
+                })
                 .collect::<Vec<_>>()
                 .await
         });
         cluster.fleet.evict(&ns, "victim").await.unwrap();
-        tokio::time::timeout(WAIT, await_condition(pods.clone(), "victim", conditions::is_deleted(&uid)))
-            .await
-            .expect("the evicted pod was not removed")
-            .unwrap();
+        tokio::time::timeout(
+            WAIT,
+            await_condition(pods.clone(), "victim", conditions::is_deleted(&uid)),
+        )
+        .await
+        .expect("the evicted pod was not removed")
+        .unwrap();
         let history: Vec<Pod> = tokio::time::timeout(Duration::from_secs(5), seen)
             .await
             .unwrap()
@@ -199,13 +248,16 @@ fn an_eviction_removes_a_running_pod_with_disruption_target() {
             .filter_map(Result::ok)
             .collect();
         let disrupted = history.iter().any(|p| {
-            p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
-                c.iter().any(|c| {
-                    c.type_ == "DisruptionTarget"
-                        && c.status == "True"
-                        && c.reason.as_deref() == Some("EvictionByEvictionAPI")
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| {
+                    c.iter().any(|c| {
+                        c.type_ == "DisruptionTarget"
+                            && c.status == "True"
+                            && c.reason.as_deref() == Some("EvictionByEvictionAPI")
+                    })
                 })
-            })
         });
         assert!(disrupted, "no DisruptionTarget condition was ever visible");
     });
@@ -217,7 +269,10 @@ fn a_force_delete_shows_no_terminal_phase() {
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let running = create_running(&client, &ns, "gone", "Never").await;
         let uid = running.uid().unwrap();
-        let stream = watcher(pods.clone(), watcher::Config::default().fields("metadata.name=gone"));
+        let stream = watcher(
+            pods.clone(),
+            watcher::Config::default().fields("metadata.name=gone"),
+        );
         let (tx, rx) = tokio::sync::oneshot::channel();
         let collect = tokio::spawn(async move {
             let mut phases = Vec::new();
@@ -239,14 +294,19 @@ fn a_force_delete_shows_no_terminal_phase() {
         });
         rx.await.unwrap();
         cluster.fleet.force_delete(&ns, "gone").await.unwrap();
-        tokio::time::timeout(WAIT, await_condition(pods, "gone", conditions::is_deleted(&uid)))
-            .await
-            .unwrap()
-            .unwrap();
+        tokio::time::timeout(
+            WAIT,
+            await_condition(pods, "gone", conditions::is_deleted(&uid)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
         let phases = tokio::time::timeout(WAIT, collect).await.unwrap().unwrap();
         assert!(!phases.is_empty());
         assert!(
-            phases.iter().all(|p| !p.ends_with("Failed") && !p.ends_with("Succeeded")),
+            phases
+                .iter()
+                .all(|p| !p.ends_with("Failed") && !p.ends_with("Succeeded")),
             "a terminal phase was visible: {phases:?}"
         );
         assert_eq!(phases.last().map(String::as_str), Some("deleted:Running"));
@@ -271,19 +331,32 @@ fn a_lost_node_takes_its_pods_without_a_terminal_phase() {
         let mut stranded = pod("stranded", "Never", false);
         let spec = stranded.spec.as_mut().unwrap();
         spec.node_selector = Some([("kubernetes.io/hostname".to_string(), node.clone())].into());
-        spec.tolerations = Some(vec![serde_json::from_value(json!({
-            "key": "test.grove-conformance.io/dedicated", "operator": "Exists"
-        }))
-        .unwrap()]);
-        pods.create(&PostParams::default(), &stranded).await.unwrap();
-        let running = tokio::time::timeout(WAIT, await_condition(pods.clone(), "stranded", conditions::is_pod_running()))
+        spec.tolerations = Some(vec![
+            serde_json::from_value(json!({
+                "key": "test.grove-conformance.io/dedicated", "operator": "Exists"
+            }))
+            .unwrap(),
+        ]);
+        pods.create(&PostParams::default(), &stranded)
             .await
-            .unwrap()
-            .unwrap()
             .unwrap();
-        assert_eq!(running.spec.as_ref().unwrap().node_name.as_deref(), Some(node.as_str()));
+        let running = tokio::time::timeout(
+            WAIT,
+            await_condition(pods.clone(), "stranded", conditions::is_pod_running()),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            running.spec.as_ref().unwrap().node_name.as_deref(),
+            Some(node.as_str())
+        );
         let uid = running.uid().unwrap();
-        let stream = watcher(pods.clone(), watcher::Config::default().fields("metadata.name=stranded"));
+        let stream = watcher(
+            pods.clone(),
+            watcher::Config::default().fields("metadata.name=stranded"),
+        );
         let (tx, rx) = tokio::sync::oneshot::channel();
         let collect = tokio::spawn(async move {
             let mut phases = Vec::new();
@@ -301,11 +374,18 @@ fn a_lost_node_takes_its_pods_without_a_terminal_phase() {
             phases
         });
         rx.await.unwrap();
-        cluster.fleet.lose_node(&node, NodeLoss::Vanish).await.unwrap();
-        tokio::time::timeout(WAIT, await_condition(pods.clone(), "stranded", conditions::is_deleted(&uid)))
+        cluster
+            .fleet
+            .lose_node(&node, NodeLoss::Vanish)
             .await
-            .unwrap()
             .unwrap();
+        tokio::time::timeout(
+            WAIT,
+            await_condition(pods.clone(), "stranded", conditions::is_deleted(&uid)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
         let phases = tokio::time::timeout(WAIT, collect).await.unwrap().unwrap();
         assert!(
             phases.iter().all(|p| p == "Running"),
@@ -317,16 +397,26 @@ fn a_lost_node_takes_its_pods_without_a_terminal_phase() {
         pods.create(&PostParams::default(), &again).await.unwrap();
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
         let lost = nodes.get(&node).await.unwrap();
-        let ready = lost.status.unwrap().conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
+        let ready = lost
+            .status
+            .unwrap()
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
         assert_eq!(ready.status, "Unknown");
         let pending = pods.get("stranded-again").await.unwrap();
         assert!(pending.spec.unwrap().node_name.is_none());
         // Recovered, the node takes it.
         cluster.fleet.recover_node(&node).await.unwrap();
-        tokio::time::timeout(WAIT, await_condition(pods, "stranded-again", conditions::is_pod_running()))
-            .await
-            .expect("the recovered node did not take the pod")
-            .unwrap();
+        tokio::time::timeout(
+            WAIT,
+            await_condition(pods, "stranded-again", conditions::is_pod_running()),
+        )
+        .await
+        .expect("the recovered node did not take the pod")
+        .unwrap();
     });
 }
 
@@ -342,32 +432,69 @@ fn the_garbage_collector_removes_dependents_of_core_and_custom_owners() {
             "metadata": {"name": "owner"}, "spec": {}
         }))
         .unwrap();
-        let owner = widgets.create(&PostParams::default(), &owner).await.unwrap();
-        let parent = configmaps
-            .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "parent"}})).unwrap())
+        let owner = widgets
+            .create(&PostParams::default(), &owner)
             .await
             .unwrap();
-        let child = |name: &str, api_version: &str, kind: &str, owner_name: &str, uid: &str| -> ConfigMap {
-            serde_json::from_value(json!({"metadata": {"name": name, "ownerReferences": [{
+        let parent = configmaps
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "parent"}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        let child =
+            |name: &str, api_version: &str, kind: &str, owner_name: &str, uid: &str| -> ConfigMap {
+                serde_json::from_value(json!({"metadata": {"name": name, "ownerReferences": [{
                 "apiVersion": api_version, "kind": kind, "name": owner_name, "uid": uid,
                 "controller": true, "blockOwnerDeletion": true}]}}))
-            .unwrap()
-        };
+                .unwrap()
+            };
         let of_cr = configmaps
-            .create(&PostParams::default(), &child("of-widget", "test.grove-conformance.io/v1", "Widget", "owner", &owner.uid().unwrap()))
+            .create(
+                &PostParams::default(),
+                &child(
+                    "of-widget",
+                    "test.grove-conformance.io/v1",
+                    "Widget",
+                    "owner",
+                    &owner.uid().unwrap(),
+                ),
+            )
             .await
             .unwrap();
         let of_core = configmaps
-            .create(&PostParams::default(), &child("of-configmap", "v1", "ConfigMap", "parent", &parent.uid().unwrap()))
+            .create(
+                &PostParams::default(),
+                &child(
+                    "of-configmap",
+                    "v1",
+                    "ConfigMap",
+                    "parent",
+                    &parent.uid().unwrap(),
+                ),
+            )
             .await
             .unwrap();
-        widgets.delete("owner", &DeleteParams::default()).await.unwrap();
-        configmaps.delete("parent", &DeleteParams::default()).await.unwrap();
-        for (name, uid) in [("of-widget", of_cr.uid().unwrap()), ("of-configmap", of_core.uid().unwrap())] {
-            tokio::time::timeout(WAIT, await_condition(configmaps.clone(), name, conditions::is_deleted(&uid)))
-                .await
-                .unwrap_or_else(|_| panic!("the garbage collector did not remove {name}"))
-                .unwrap();
+        widgets
+            .delete("owner", &DeleteParams::default())
+            .await
+            .unwrap();
+        configmaps
+            .delete("parent", &DeleteParams::default())
+            .await
+            .unwrap();
+        for (name, uid) in [
+            ("of-widget", of_cr.uid().unwrap()),
+            ("of-configmap", of_core.uid().unwrap()),
+        ] {
+            tokio::time::timeout(
+                WAIT,
+                await_condition(configmaps.clone(), name, conditions::is_deleted(&uid)),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("the garbage collector did not remove {name}"))
+            .unwrap();
         }
     });
 }
@@ -378,10 +505,16 @@ fn namespace_deletion_completes_with_running_pods() {
         create_running(&client, &ns, "resident", "Never").await;
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let uid = namespaces.get(&ns).await.unwrap().uid().unwrap();
-        namespaces.delete(&ns, &DeleteParams::default()).await.unwrap();
-        tokio::time::timeout(Duration::from_secs(45), await_condition(namespaces, &ns, conditions::is_deleted(&uid)))
+        namespaces
+            .delete(&ns, &DeleteParams::default())
             .await
-            .expect("the namespace was not removed")
             .unwrap();
+        tokio::time::timeout(
+            Duration::from_secs(45),
+            await_condition(namespaces, &ns, conditions::is_deleted(&uid)),
+        )
+        .await
+        .expect("the namespace was not removed")
+        .unwrap();
     });
 }

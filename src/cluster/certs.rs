@@ -34,17 +34,6 @@ pub struct CertPaths {
     pub sa_private: PathBuf,
 }
 
-/// PEM text of the material a client needs, kept in memory for the kubeconfig.
-#[derive(Debug, Clone)]
-pub struct ClientMaterial {
-    /// PEM of the serving CA.
-    pub ca_pem: String,
-    /// PEM of the admin client certificate.
-    pub cert_pem: String,
-    /// PEM of the admin client key.
-    pub key_pem: String,
-}
-
 /// Errors while making certificates.
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
@@ -68,7 +57,7 @@ pub enum CertError {
     },
 }
 
-fn gen(what: &'static str) -> impl Fn(rcgen::Error) -> CertError {
+fn gen_err(what: &'static str) -> impl Fn(rcgen::Error) -> CertError {
     move |source| CertError::Generate { what, source }
 }
 
@@ -87,7 +76,7 @@ fn ca_params(common_name: &str) -> CertificateParams {
 }
 
 /// Generates every certificate into `dir` (created if missing); keys are written with mode 0600.
-pub fn generate(dir: &Path) -> Result<(CertPaths, ClientMaterial), CertError> {
+pub fn generate(dir: &Path) -> Result<CertPaths, CertError> {
     std::fs::create_dir_all(dir).map_err(|source| CertError::Write {
         path: dir.to_path_buf(),
         source,
@@ -104,41 +93,43 @@ pub fn generate(dir: &Path) -> Result<(CertPaths, ClientMaterial), CertError> {
         sa_private: dir.join("sa.key"),
     };
 
-    let serving_ca_key = KeyPair::generate().map_err(gen("serving CA key"))?;
-    let serving_ca = CertifiedIssuer::self_signed(ca_params("grove-conformance serving CA"), serving_ca_key)
-        .map_err(gen("serving CA"))?;
+    let serving_ca_key = KeyPair::generate().map_err(gen_err("serving CA key"))?;
+    let serving_ca =
+        CertifiedIssuer::self_signed(ca_params("grove-conformance serving CA"), serving_ca_key)
+            .map_err(gen_err("serving CA"))?;
     let mut serving = CertificateParams::new(vec!["localhost".to_string()])
-        .map_err(gen("apiserver certificate"))?;
+        .map_err(gen_err("apiserver certificate"))?;
     serving
         .subject_alt_names
         .push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
-    serving
-        .subject_alt_names
-        .push(SanType::IpAddress(std::net::Ipv4Addr::new(10, 0, 0, 1).into()));
+    serving.subject_alt_names.push(SanType::IpAddress(
+        std::net::Ipv4Addr::new(10, 0, 0, 1).into(),
+    ));
     serving
         .distinguished_name
         .push(DnType::CommonName, "kube-apiserver");
     serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let serving_key = KeyPair::generate().map_err(gen("apiserver key"))?;
+    let serving_key = KeyPair::generate().map_err(gen_err("apiserver key"))?;
     let serving_cert = serving
         .signed_by(&serving_key, &serving_ca)
-        .map_err(gen("apiserver certificate"))?;
+        .map_err(gen_err("apiserver certificate"))?;
 
-    let client_ca_key = KeyPair::generate().map_err(gen("client CA key"))?;
-    let client_ca = CertifiedIssuer::self_signed(ca_params("grove-conformance client CA"), client_ca_key)
-        .map_err(gen("client CA"))?;
+    let client_ca_key = KeyPair::generate().map_err(gen_err("client CA key"))?;
+    let client_ca =
+        CertifiedIssuer::self_signed(ca_params("grove-conformance client CA"), client_ca_key)
+            .map_err(gen_err("client CA"))?;
     let mut admin = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, "admin");
     dn.push(DnType::OrganizationName, "system:masters");
     admin.distinguished_name = dn;
     admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let admin_key = KeyPair::generate().map_err(gen("admin key"))?;
+    let admin_key = KeyPair::generate().map_err(gen_err("admin key"))?;
     let admin_cert = admin
         .signed_by(&admin_key, &client_ca)
-        .map_err(gen("admin certificate"))?;
+        .map_err(gen_err("admin certificate"))?;
 
-    let sa_key = KeyPair::generate().map_err(gen("service-account key"))?;
+    let sa_key = KeyPair::generate().map_err(gen_err("service-account key"))?;
 
     let write = |path: &Path, text: &str, private: bool| -> Result<(), CertError> {
         let result = if private {
@@ -160,12 +151,7 @@ pub fn generate(dir: &Path) -> Result<(CertPaths, ClientMaterial), CertError> {
     write(&paths.sa_public, &sa_key.public_key_pem(), false)?;
     write(&paths.sa_private, &sa_key.serialize_pem(), true)?;
 
-    let material = ClientMaterial {
-        ca_pem: serving_ca.pem(),
-        cert_pem: admin_cert.pem(),
-        key_pem: admin_key.serialize_pem(),
-    };
-    Ok((paths, material))
+    Ok(paths)
 }
 
 #[cfg(test)]
@@ -177,13 +163,13 @@ mod tests {
     #[test]
     fn keys_are_private_and_certificates_are_pem() {
         let dir = tempfile::tempdir().unwrap();
-        let (paths, material) = generate(dir.path()).unwrap();
+        let paths = generate(dir.path()).unwrap();
         for key in [&paths.serving_key, &paths.admin_key, &paths.sa_private] {
             let mode = std::fs::metadata(key).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "{} has mode {mode:o}", key.display());
         }
-        assert!(material.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
-        assert!(material.key_pem.contains("PRIVATE KEY"));
+        let key = std::fs::read_to_string(&paths.admin_key).unwrap();
+        assert!(key.contains("PRIVATE KEY"));
         let cert = std::fs::read_to_string(&paths.serving_cert).unwrap();
         assert!(cert.starts_with("-----BEGIN CERTIFICATE-----"));
     }

@@ -98,7 +98,6 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ControlPlaneErr
 /// A running embedded control plane. Dropping it stops every component and removes its
 /// directories (logs are kept, and their directory printed, when [`ControlPlane::mark_failed`]
 /// was called or a component failed).
-#[derive(Debug)]
 pub struct ControlPlane {
     data_dir: PathBuf,
     log_dir: PathBuf,
@@ -109,6 +108,16 @@ pub struct ControlPlane {
     apiserver: Supervised,
     controller_manager: Supervised,
     failed: AtomicBool,
+}
+
+impl std::fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlane")
+            .field("server", &self.server)
+            .field("kubeconfig", &self.kubeconfig)
+            .field("log_dir", &self.log_dir)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ControlPlane {
@@ -138,8 +147,7 @@ impl ControlPlane {
             process::forget_dir(&log_dir);
             err
         };
-        let (cert_paths, _material) =
-            certs::generate(&data_dir.join("pki")).map_err(|e| keep_logs(e.into()))?;
+        let cert_paths = certs::generate(&data_dir.join("pki")).map_err(|e| keep_logs(e.into()))?;
 
         let etcd_port = free_port().map_err(io("pick a port"))?;
         let etcd_peer_port = free_port().map_err(io("pick a port"))?;
@@ -174,8 +182,11 @@ impl ControlPlane {
         let mut apiserver = Supervised::spawn("kube-apiserver", api_cmd, Some(&api_log))?;
 
         let kubeconfig = data_dir.join("kubeconfig");
-        write_private(&kubeconfig, kubeconfig_yaml(&server, &cert_paths).as_bytes())
-            .map_err(io("write the kubeconfig"))?;
+        write_private(
+            &kubeconfig,
+            kubeconfig_yaml(&server, &cert_paths).as_bytes(),
+        )
+        .map_err(io("write the kubeconfig"))?;
         let client = client_for(&kubeconfig).await?;
 
         let probe = client.clone();
@@ -188,7 +199,11 @@ impl ControlPlane {
                 let probe = probe.clone();
                 async move {
                     let ready = probe
-                        .request_text(http::Request::get("/readyz").body(Vec::new()).expect("valid request"))
+                        .request_text(
+                            http::Request::get("/readyz")
+                                .body(Vec::new())
+                                .expect("valid request"),
+                        )
                         .await
                         .is_ok_and(|t| t.trim() == "ok");
                     ready
@@ -234,7 +249,11 @@ impl ControlPlane {
                 let health = health.clone();
                 async move {
                     health
-                        .request_text(http::Request::get("/healthz").body(Vec::new()).expect("valid request"))
+                        .request_text(
+                            http::Request::get("/healthz")
+                                .body(Vec::new())
+                                .expect("valid request"),
+                        )
                         .await
                         .is_ok_and(|t| t.trim() == "ok")
                 }
@@ -348,7 +367,10 @@ fn apiserver_args(certs: &CertPaths, etcd_url: &str, port: u16) -> Vec<String> {
         format!("--client-ca-file={}", certs.client_ca.display()),
         format!("--service-account-issuer=https://127.0.0.1:{port}/"),
         format!("--service-account-key-file={}", certs.sa_public.display()),
-        format!("--service-account-signing-key-file={}", certs.sa_private.display()),
+        format!(
+            "--service-account-signing-key-file={}",
+            certs.sa_private.display()
+        ),
         "--disable-admission-plugins=ServiceAccount".into(),
         "--profiling=false".into(),
         "--watch-cache=true".into(),
@@ -367,7 +389,8 @@ fn kubeconfig_yaml(server: &str, certs: &CertPaths) -> String {
 
 /// Builds a client from a kubeconfig file (its current context).
 pub async fn client_for(kubeconfig: &Path) -> Result<Client, ControlPlaneError> {
-    let file = Kubeconfig::read_from(kubeconfig).map_err(|e| ControlPlaneError::Client(Box::new(e)))?;
+    let file =
+        Kubeconfig::read_from(kubeconfig).map_err(|e| ControlPlaneError::Client(Box::new(e)))?;
     let config = Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
         .await
         .map_err(|e| ControlPlaneError::Client(Box::new(e)))?;

@@ -58,7 +58,9 @@ fn registry() -> &'static Mutex<Registry> {
 }
 
 fn lock_registry() -> std::sync::MutexGuard<'static, Registry> {
-    registry().lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    registry()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn spawner() -> &'static Mutex<mpsc::Sender<SpawnRequest>> {
@@ -88,7 +90,14 @@ fn set_parent_death_signal(command: &mut Command) {
     // which is async-signal-safe; it touches no memory of the parent.
     unsafe {
         command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -246,7 +255,9 @@ impl Supervised {
             Err(_) => Err(std::io::Error::other("spawner thread is gone")),
         };
         let child = spawned.map_err(|source| SpawnError::Spawn { program, source })?;
-        lock_registry().children.insert(child.id(), name.to_string());
+        lock_registry()
+            .children
+            .insert(child.id(), name.to_string());
         Ok(Supervised {
             name: name.to_string(),
             child,

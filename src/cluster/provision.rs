@@ -16,8 +16,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fs4::fs_std::FileExt;
-
 /// The Kubernetes version the embedded control plane runs.
 pub const KUBERNETES_VERSION: &str = "v1.34.4";
 /// The etcd version the embedded control plane runs (envtest pairs 1.34 with 3.6).
@@ -222,7 +220,10 @@ pub fn lookup_configured(
 /// Resolves all three binaries, building them if needed and allowed.
 pub fn resolve(options: &ProvisionOptions) -> Result<Binaries, ProvisionError> {
     let env = |name: &str| std::env::var(name).ok();
-    let root = options.cache_root.clone().unwrap_or_else(default_cache_root);
+    let root = options
+        .cache_root
+        .clone()
+        .unwrap_or_else(default_cache_root);
     let cache = cache_bin_dir(&root);
     let mut found: Vec<Option<(PathBuf, Origin)>> = Vec::new();
     for component in Component::ALL {
@@ -434,14 +435,14 @@ fn build(root: &Path, progress: bool) -> Result<(), ProvisionError> {
         .write(true)
         .open(&lock_path)
         .map_err(io_err("open", &lock_path))?;
-    if lock.try_lock_exclusive().is_err() {
+    if lock.try_lock().is_err() {
         if progress {
             eprintln!(
                 "[grove-conformance] another process is building the control-plane binaries; waiting for {}",
                 lock_path.display()
             );
         }
-        lock.lock_exclusive().map_err(io_err("lock", &lock_path))?;
+        lock.lock().map_err(io_err("lock", &lock_path))?;
     }
     let cache = cache_bin_dir(root);
     if Component::ALL
@@ -490,8 +491,8 @@ fn build(root: &Path, progress: bool) -> Result<(), ProvisionError> {
             tail: e.to_string(),
         })?;
     let go_mod_path = info["GoMod"].as_str().unwrap_or_default().to_string();
-    let upstream_go_mod = std::fs::read_to_string(&go_mod_path)
-        .map_err(io_err("read", Path::new(&go_mod_path)))?;
+    let upstream_go_mod =
+        std::fs::read_to_string(&go_mod_path).map_err(io_err("read", Path::new(&go_mod_path)))?;
     let mut go_mod = format!(
         "module local/grove-conformance-kubernetes\n\ngo 1.24.0\n\nrequire k8s.io/kubernetes {KUBERNETES_VERSION}\n\n"
     );
@@ -629,9 +630,12 @@ mod tests {
     fn a_broken_override_is_an_error_naming_the_variable() {
         let env: HashMap<&str, String> =
             [("TEST_ASSET_KUBE_APISERVER", "/nonexistent/kas".to_string())].into();
-        let err = lookup_configured(Component::KubeApiserver, &|k| env.get(k).cloned())
-            .unwrap_err();
-        assert!(err.to_string().contains("TEST_ASSET_KUBE_APISERVER"), "{err}");
+        let err =
+            lookup_configured(Component::KubeApiserver, &|k| env.get(k).cloned()).unwrap_err();
+        assert!(
+            err.to_string().contains("TEST_ASSET_KUBE_APISERVER"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -652,7 +656,10 @@ mod tests {
         }
         let err = resolve(&options).unwrap_err().to_string();
         assert!(err.contains("KUBEBUILDER_ASSETS"), "{err}");
-        assert!(err.contains("etcd, kube-apiserver, kube-controller-manager"), "{err}");
+        assert!(
+            err.contains("etcd, kube-apiserver, kube-controller-manager"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -146,7 +146,6 @@ struct State {
     unscheduled: BTreeMap<String, (String, String)>,
 }
 
-#[derive(Debug)]
 struct Inner {
     client: Client,
     options: FleetOptions,
@@ -395,7 +394,12 @@ impl Fleet {
     }
 
     /// Makes a running pod unready (`false`) or ready again (`true`).
-    pub async fn set_ready(&self, namespace: &str, name: &str, ready: bool) -> Result<(), FleetError> {
+    pub async fn set_ready(
+        &self,
+        namespace: &str,
+        name: &str,
+        ready: bool,
+    ) -> Result<(), FleetError> {
         let pod = self.get(namespace, name).await?;
         let (placement, restarts, started_at) = self.running_placement(&pod)?;
         self.record(&pod, if ready { "ready" } else { "unready" });
@@ -582,6 +586,14 @@ fn ignore_gone(result: Result<(), FleetError>) -> Result<(), FleetError> {
     }
 }
 
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -655,7 +667,11 @@ async fn register_node(
         .iter()
         .map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect}))
         .collect();
-    let own = if own.is_empty() { json!(null) } else { json!(own) };
+    let own = if own.is_empty() {
+        json!(null)
+    } else {
+        json!(own)
+    };
     nodes
         .patch(
             name,
@@ -830,7 +846,10 @@ impl Fit {
 
     fn tolerates(&self, taint: &Taint) -> bool {
         self.tolerations.iter().any(|t| {
-            let effect_ok = t.effect.as_deref().is_none_or(|e| e.is_empty() || e == taint.effect);
+            let effect_ok = t
+                .effect
+                .as_deref()
+                .is_none_or(|e| e.is_empty() || e == taint.effect);
             let exists = t.operator.as_deref() == Some("Exists");
             let key = t.key.as_deref().unwrap_or("");
             let key_ok = (key.is_empty() && exists) || key == taint.key;
@@ -960,7 +979,11 @@ fn on_pod(inner: &Arc<Inner>, pod: Pod) {
             if n.pods.insert(uid.clone()) {
                 n.cpu_used += cpu;
             }
-            let ip = format!("10.244.{}.{}", n.ip.rsplit('.').next().unwrap_or("0"), n.next_ip);
+            let ip = format!(
+                "10.244.{}.{}",
+                n.ip.rsplit('.').next().unwrap_or("0"),
+                n.next_ip
+            );
             n.next_ip = if n.next_ip >= 254 { 2 } else { n.next_ip + 1 };
             let host_ip = n.ip.clone();
             if let Some(r) = state.pods.get_mut(&uid) {
@@ -996,10 +1019,9 @@ async fn bind(inner: Arc<Inner>, pod: Pod, node: String) {
             ..ObjectReference::default()
         },
     };
-    let body = serde_json::to_vec(&binding).expect("a Binding serialises");
     let api: Api<Pod> = Api::namespaced(inner.client.clone(), &namespace);
     let result: Result<serde_json::Value, kube::Error> = api
-        .create_subresource("binding", &name, &PostParams::default(), body)
+        .create_subresource("binding", &name, &PostParams::default(), &binding)
         .await;
     if let Err(err) = result {
         tracing::debug!(pod = %name, error = %err, "binding failed");
@@ -1031,7 +1053,10 @@ async fn start(inner: Arc<Inner>, pod: Pod, placement: Placement) {
         &started_at,
         &started_at,
     );
-    if patch_pod_status(&inner.client, &pod, &creating).await.is_err() {
+    if patch_pod_status(&inner.client, &pod, &creating)
+        .await
+        .is_err()
+    {
         return;
     }
     let running = status::status_patch(
@@ -1042,7 +1067,10 @@ async fn start(inner: Arc<Inner>, pod: Pod, placement: Placement) {
         &started_at,
         &now(),
     );
-    if patch_pod_status(&inner.client, &pod, &running).await.is_ok() {
+    if patch_pod_status(&inner.client, &pod, &running)
+        .await
+        .is_ok()
+    {
         inner.with_pod(&pod, |r| {
             if r.stage == Some(Stage::Starting) {
                 r.stage = Some(Stage::Running);
@@ -1066,7 +1094,10 @@ async fn terminate(inner: Arc<Inner>, pod: Pod) {
         let state = inner.lock();
         let uid = pod.uid().unwrap_or_default();
         state.pods.get(&uid).and_then(|r| {
-            let node = state.nodes.iter().find(|n| Some(&n.name) == r.node.as_ref())?;
+            let node = state
+                .nodes
+                .iter()
+                .find(|n| Some(&n.name) == r.node.as_ref())?;
             (!node.lost).then(|| {
                 (
                     Placement {
@@ -1160,7 +1191,10 @@ mod tests {
             next_ip: 2,
         };
         let plain = Fit::default();
-        assert!(!plain.fits(&dedicated, 10, 1000), "an untolerated taint was ignored");
+        assert!(
+            !plain.fits(&dedicated, 10, 1000),
+            "an untolerated taint was ignored"
+        );
         let tolerant: Pod = serde_json::from_value(json!({"spec": {
             "containers": [],
             "nodeSelector": {"kubernetes.io/hostname": "dedicated"},
@@ -1168,8 +1202,13 @@ mod tests {
         }}))
         .unwrap();
         assert!(Fit::of(&tolerant).fits(&dedicated, 10, 1000));
-        dedicated.labels.insert("kubernetes.io/hostname".into(), "other".into());
-        assert!(!Fit::of(&tolerant).fits(&dedicated, 10, 1000), "the node selector was ignored");
+        dedicated
+            .labels
+            .insert("kubernetes.io/hostname".into(), "other".into());
+        assert!(
+            !Fit::of(&tolerant).fits(&dedicated, 10, 1000),
+            "the node selector was ignored"
+        );
         let exists: Pod = serde_json::from_value(json!({"spec": {
             "containers": [], "tolerations": [{"operator": "Exists"}]
         }}))

@@ -8,6 +8,6 @@ mod fleet;
 pub mod status;
 
 pub use fleet::{
-    Fleet, FleetError, FleetOptions, HarnessAction, KUBELET_MANAGER, NODE_LABEL, NodeLoss, Taint,
-    TERMINATION_SECONDS_ANNOTATION, parse_cpu_millis,
+    Fleet, FleetError, FleetOptions, HarnessAction, KUBELET_MANAGER, NODE_LABEL, NodeLoss,
+    TERMINATION_SECONDS_ANNOTATION, Taint, parse_cpu_millis,
 };

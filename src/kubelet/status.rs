@@ -62,16 +62,15 @@ pub fn terminal_phase(pod: &Pod, code: i32) -> Option<&'static str> {
 }
 
 fn condition(kind: &str, status: bool, reason: Option<&str>, now: &str) -> Value {
-    let mut c = json!({
+    // `null` removes a reason or message left by an earlier write (strategic merge).
+    json!({
         "type": kind,
         "status": if status { "True" } else { "False" },
+        "reason": reason,
+        "message": null,
         "lastProbeTime": null,
         "lastTransitionTime": now,
-    });
-    if let Some(reason) = reason {
-        c["reason"] = json!(reason);
-    }
-    c
+    })
 }
 
 /// A stable fake container id for a pod's container (kubelet reports the runtime's id).
@@ -146,12 +145,7 @@ pub fn status_patch(
     let mut conditions = vec![
         condition("PodReadyToStartContainers", sandbox, None, now),
         condition("Initialized", true, None, now),
-        condition(
-            "Ready",
-            ready,
-            (!ready).then_some(not_ready_reason),
-            now,
-        ),
+        condition("Ready", ready, (!ready).then_some(not_ready_reason), now),
         condition(
             "ContainersReady",
             ready,
@@ -260,9 +254,19 @@ mod tests {
 
     #[test]
     fn running_pod_is_ready_with_a_running_container() {
-        let p = status_patch(&pod("Never"), &at(), ContainerState::Running { ready: true }, 0, "t0", "t1");
+        let p = status_patch(
+            &pod("Never"),
+            &at(),
+            ContainerState::Running { ready: true },
+            0,
+            "t0",
+            "t1",
+        );
         assert_eq!(p["status"]["phase"], "Running");
         assert_eq!(cond(&p, "Ready")["status"], "True");
+        // Null clears the reason and message the Pending write left (strategic merge).
+        assert!(cond(&p, "Ready")["reason"].is_null());
+        assert!(cond(&p, "Ready")["message"].is_null());
         let c = &p["status"]["containerStatuses"][0];
         assert_eq!(c["ready"], true);
         assert_eq!(c["started"], true);
@@ -272,15 +276,41 @@ mod tests {
 
     #[test]
     fn exit_codes_decide_the_phase_under_restart_policy_never() {
-        let ok = status_patch(&pod("Never"), &at(), ContainerState::Exited { code: 0 }, 0, "t0", "t1");
+        let ok = status_patch(
+            &pod("Never"),
+            &at(),
+            ContainerState::Exited { code: 0 },
+            0,
+            "t0",
+            "t1",
+        );
         assert_eq!(ok["status"]["phase"], "Succeeded");
-        assert_eq!(ok["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 0);
-        assert_eq!(ok["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "Completed");
+        assert_eq!(
+            ok["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+            0
+        );
+        assert_eq!(
+            ok["status"]["containerStatuses"][0]["state"]["terminated"]["reason"],
+            "Completed"
+        );
         assert_eq!(cond(&ok, "Ready")["reason"], "PodCompleted");
-        let bad = status_patch(&pod("Never"), &at(), ContainerState::Exited { code: 3 }, 0, "t0", "t1");
+        let bad = status_patch(
+            &pod("Never"),
+            &at(),
+            ContainerState::Exited { code: 3 },
+            0,
+            "t0",
+            "t1",
+        );
         assert_eq!(bad["status"]["phase"], "Failed");
-        assert_eq!(bad["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 3);
-        assert_eq!(bad["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "Error");
+        assert_eq!(
+            bad["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+            3
+        );
+        assert_eq!(
+            bad["status"]["containerStatuses"][0]["state"]["terminated"]["reason"],
+            "Error"
+        );
     }
 
     #[test]
@@ -292,14 +322,27 @@ mod tests {
         let p = restarted_patch(&pod("Always"), &at(), 1, 0, "t0", "t1");
         assert_eq!(p["status"]["phase"], "Running");
         assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 1);
-        assert_eq!(p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 1);
+        assert_eq!(
+            p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
+            1
+        );
     }
 
     #[test]
     fn creating_pod_is_pending_and_waiting() {
-        let p = status_patch(&pod("Never"), &at(), ContainerState::Creating, 0, "t0", "t0");
+        let p = status_patch(
+            &pod("Never"),
+            &at(),
+            ContainerState::Creating,
+            0,
+            "t0",
+            "t0",
+        );
         assert_eq!(p["status"]["phase"], "Pending");
-        assert_eq!(p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"], "ContainerCreating");
+        assert_eq!(
+            p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"],
+            "ContainerCreating"
+        );
         assert_eq!(cond(&p, "Ready")["reason"], "ContainersNotReady");
         assert_eq!(cond(&p, "Initialized")["status"], "True");
     }

@@ -123,7 +123,10 @@ impl Instance {
     }
 
     fn spawn(&mut self) -> Result<(), SpawnError> {
-        if let Some(command) = self.spec.command(&self.kubeconfig, self.namespace.as_deref()) {
+        if let Some(command) = self
+            .spec
+            .command(&self.kubeconfig, self.namespace.as_deref())
+        {
             self.child = Some(Supervised::spawn(
                 "implementation",
                 command,
@@ -201,7 +204,9 @@ mod tests {
             template: "my-operator --watch {namespace} --config {kubeconfig}".into(),
         };
         assert!(spec.per_case());
-        let cmd = spec.command(Path::new("/k/config"), Some("case-1")).unwrap();
+        let cmd = spec
+            .command(Path::new("/k/config"), Some("case-1"))
+            .unwrap();
         let args: Vec<String> = cmd
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
@@ -215,7 +220,11 @@ mod tests {
         };
         assert!(!shared.per_case());
         assert!(!ImplementationSpec::External.controllable());
-        assert!(ImplementationSpec::External.command(Path::new("k"), None).is_none());
+        assert!(
+            ImplementationSpec::External
+                .command(Path::new("k"), None)
+                .is_none()
+        );
     }
 
     #[test]
@@ -230,7 +239,13 @@ mod tests {
             .collect();
         assert_eq!(
             args,
-            ["reference-operator", "--kubeconfig", "/k", "--namespace", "ns1"]
+            [
+                "reference-operator",
+                "--kubeconfig",
+                "/k",
+                "--namespace",
+                "ns1"
+            ]
         );
     }
 
@@ -241,7 +256,8 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("impl.log");
-        let mut instance = Instance::start(&spec, Path::new("/dev/null"), Some("ns"), &log).unwrap();
+        let mut instance =
+            Instance::start(&spec, Path::new("/dev/null"), Some("ns"), &log).unwrap();
         instance.pause();
         instance.resume();
         assert!(instance.exited().is_none());

@@ -1,0 +1,753 @@
+//! The invariant monitor: a pure state machine over timeline entries.
+//!
+//! On every entry it checks the safety clauses that must hold at every instant, not only at
+//! the end of a case:
+//!
+//! | clause | violated when |
+//! |---|---|
+//! | E3 | a pod is created for an index that already had a pod in the same completion-aware PodClique (same UID: same attempt) |
+//! | E6 | an object shows Completed and Failed both True, or a True terminal condition stops being True |
+//! | R3 | a `replicaRestartCounts` entry decreases, grows by more than one in one write, or grows with no failure observed in that replica since its last increment (a double count) |
+//! | O1 | the implementation starts deleting something in a completion-aware scope whose terminal state is not visible and no persisted restart justifies it |
+//! | O2 | the same, while the replica has an uncounted failure and budget left: the restart's deletions came before its persisted increment |
+//! | C4 | the implementation creates a pod, PodClique or PCSG inside a terminal scope |
+//!
+//! Writes attributed to the harness are recorded but never held against the implementation;
+//! deletions that cascade from an owner being deleted are allowed.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+
+use super::timeline::{Actor, Entry, EventType, render};
+use crate::vocab::{Kind, PcsShape, Term, TerminalState, Vocabulary};
+
+/// A broken invariant, with the slice of the timeline that proves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The clause id (`O1`).
+    pub clause: &'static str,
+    /// What happened, in one sentence.
+    pub message: String,
+    /// Positions in the timeline of the entries that prove it, ascending.
+    pub evidence: Vec<usize>,
+    /// Those entries rendered, one per line.
+    pub slice: String,
+}
+
+impl Violation {
+    /// The violation as a paragraph: clause, message and the timeline slice.
+    pub fn render(&self) -> String {
+        format!("{}: {}\n{}", self.clause, self.message, self.slice)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Obj {
+    kind: Kind,
+    name: String,
+    object: Value,
+    last: usize,
+    created: usize,
+    deleting: Option<usize>,
+    gone: bool,
+    terminal: TerminalState,
+    terminal_at: Option<usize>,
+    counts: Vec<u64>,
+    counts_at: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ReplicaTrack {
+    /// The latest failure evidence not yet followed by an increment.
+    pending: Option<usize>,
+    /// The entry that persisted the latest increment.
+    authorized_at: Option<usize>,
+}
+
+/// A replica of a parent: PCSG replica j, or PCS replica i.
+type ReplicaKey = (String, u32);
+
+/// The always-on invariant monitor of one case. Feed it with [`Monitor::observe`].
+#[derive(Debug, Clone)]
+pub struct Monitor {
+    vocab: Vocabulary,
+    timeline: Vec<Entry>,
+    objs: HashMap<String, Obj>,
+    by_name: HashMap<(Kind, String), String>,
+    pod_indices: HashMap<String, BTreeMap<String, Vec<usize>>>,
+    replicas: HashMap<ReplicaKey, ReplicaTrack>,
+    violations: Vec<Violation>,
+}
+
+impl Monitor {
+    /// A monitor reading names through `vocab`.
+    pub fn new(vocab: Vocabulary) -> Self {
+        Monitor {
+            vocab,
+            timeline: Vec::new(),
+            objs: HashMap::new(),
+            by_name: HashMap::new(),
+            pod_indices: HashMap::new(),
+            replicas: HashMap::new(),
+            violations: Vec::new(),
+        }
+    }
+
+    /// Every entry so far.
+    pub fn timeline(&self) -> &[Entry] {
+        &self.timeline
+    }
+
+    /// Every violation so far.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// The whole timeline rendered, one entry per line.
+    pub fn render_timeline(&self) -> String {
+        let all: Vec<(usize, &Entry)> = self.timeline.iter().enumerate().collect();
+        render(&all, &self.vocab)
+    }
+
+    /// Records one entry, checks every invariant, and returns the violations it revealed.
+    pub fn observe(&mut self, entry: Entry) -> Vec<Violation> {
+        let idx = self.timeline.len();
+        self.timeline.push(entry);
+        let before = self.violations.len();
+        let entry = self.timeline[idx].clone();
+        if entry.kind != Kind::Event {
+            let prev = self.objs.get(&entry.uid).cloned();
+            self.check(idx, &entry, prev.as_ref());
+            self.update(idx, &entry, prev);
+        }
+        self.violations[before..].to_vec()
+    }
+
+    fn violate(&mut self, clause: &'static str, message: String, mut evidence: Vec<usize>) {
+        evidence.sort_unstable();
+        evidence.dedup();
+        let rows: Vec<(usize, &Entry)> =
+            evidence.iter().map(|i| (*i, &self.timeline[*i])).collect();
+        let slice = render(&rows, &self.vocab);
+        self.violations.push(Violation {
+            clause,
+            message,
+            evidence,
+            slice,
+        });
+    }
+
+    fn label<'a>(&self, o: &'a Value, t: Term) -> Option<&'a str> {
+        o.pointer("/metadata/labels")?
+            .get(self.vocab.name(t)?)?
+            .as_str()
+    }
+
+    fn current(&self, kind: Kind, name: &str) -> Option<&Obj> {
+        self.by_name
+            .get(&(kind, name.to_owned()))
+            .and_then(|u| self.objs.get(u))
+            .filter(|o| !o.gone)
+    }
+
+    /// The UID of the controller owner of `o` with `kind`, by ownerReference or label.
+    fn owner(&self, o: &Value, kind: Kind) -> Option<String> {
+        let by_ref = o
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .and_then(|refs| {
+                refs.iter()
+                    .find(|r| r.get("kind").and_then(Value::as_str) == Some(kind.as_str()))
+            })
+            .and_then(|r| r.get("uid"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        by_ref.or_else(|| {
+            let name = match kind {
+                Kind::PodClique => self.label(o, Term::LabelPodClique),
+                Kind::PodCliqueScalingGroup => self.label(o, Term::LabelPcsg),
+                Kind::PodCliqueSet => self.label(o, Term::LabelPartOf),
+                Kind::Pod | Kind::Event => None,
+            }?;
+            self.by_name.get(&(kind, name.to_owned())).cloned()
+        })
+    }
+
+    fn index_label(&self, o: &Value, t: Term) -> Option<u32> {
+        self.label(o, t)?.parse().ok()
+    }
+
+    /// The PCS that `uid` belongs to (itself, or through its owners), and its shape.
+    fn pcs_of(&self, uid: &str) -> Option<(&Obj, PcsShape)> {
+        let mut current = self.objs.get(uid)?;
+        for _ in 0..3 {
+            match current.kind {
+                Kind::PodCliqueSet => return Some((current, self.vocab.shape(&current.object))),
+                Kind::PodCliqueScalingGroup => {
+                    current = self
+                        .objs
+                        .get(&self.owner(&current.object, Kind::PodCliqueSet)?)?;
+                }
+                Kind::PodClique => {
+                    let up = self
+                        .owner(&current.object, Kind::PodCliqueScalingGroup)
+                        .or_else(|| self.owner(&current.object, Kind::PodCliqueSet))?;
+                    current = self.objs.get(&up)?;
+                }
+                Kind::Pod => {
+                    current = self
+                        .objs
+                        .get(&self.owner(&current.object, Kind::PodClique)?)?;
+                }
+                Kind::Event => return None,
+            }
+        }
+        None
+    }
+
+    /// The replicas a child object belongs to, nearest first: for a PodClique in a PCSG,
+    /// (PCSG, j) then (PCS, i); for a standalone PodClique or a PCSG, (PCS, i).
+    fn replicas_of(&self, o: &Value, kind: Kind) -> Vec<ReplicaKey> {
+        let mut out = Vec::new();
+        if kind == Kind::PodClique
+            && let Some(pcsg) = self.owner(o, Kind::PodCliqueScalingGroup)
+            && let Some(j) = self.index_label(o, Term::LabelPcsgReplicaIndex)
+        {
+            out.push((pcsg, j));
+        }
+        if matches!(kind, Kind::PodClique | Kind::PodCliqueScalingGroup)
+            && let Some(i) = self.index_label(o, Term::LabelPcsReplicaIndex)
+        {
+            let pcs = self.owner(o, Kind::PodCliqueSet).or_else(|| {
+                let pcsg = self.owner(o, Kind::PodCliqueScalingGroup)?;
+                self.owner(&self.objs.get(&pcsg)?.object, Kind::PodCliqueSet)
+            });
+            if let Some(pcs) = pcs {
+                out.push((pcs, i));
+            }
+        }
+        out
+    }
+
+    /// Whether replica `key` of a completion-aware parent is complete: every required child of
+    /// its current attempt (not being deleted) is Completed.
+    fn replica_complete(&self, key: &ReplicaKey) -> bool {
+        let Some(parent) = self.objs.get(&key.0) else {
+            return false;
+        };
+        let Some((pcs, shape)) = self.pcs_of(&key.0) else {
+            return false;
+        };
+        let live_completed = |kind: Kind, name: &str| {
+            self.current(kind, name)
+                .is_some_and(|o| o.deleting.is_none() && o.terminal.completed)
+        };
+        match parent.kind {
+            Kind::PodCliqueScalingGroup => {
+                let prefix = format!(
+                    "{}-{}-",
+                    pcs.name,
+                    self.index_label(&parent.object, Term::LabelPcsReplicaIndex)
+                        .unwrap_or(0)
+                );
+                let Some(cfg) = parent.name.strip_prefix(&prefix).or_else(|| {
+                    shape
+                        .groups
+                        .iter()
+                        .map(|g| g.name.as_str())
+                        .find(|g| parent.name.ends_with(&format!("-{g}")))
+                }) else {
+                    return false;
+                };
+                let Some(group) = shape.group(cfg) else {
+                    return false;
+                };
+                let required = group.required_cliques(&shape);
+                !required.is_empty()
+                    && required.iter().all(|c| {
+                        live_completed(Kind::PodClique, &format!("{}-{}-{c}", parent.name, key.1))
+                    })
+            }
+            Kind::PodCliqueSet => {
+                let required = shape.required_children();
+                !required.is_empty()
+                    && required.iter().all(|c| {
+                        let name = format!("{}-{}-{c}", parent.name, key.1);
+                        if shape.group(c).is_some() {
+                            live_completed(Kind::PodCliqueScalingGroup, &name)
+                        } else {
+                            live_completed(Kind::PodClique, &name)
+                        }
+                    })
+            }
+            Kind::Pod | Kind::PodClique | Kind::Event => false,
+        }
+    }
+
+    /// Whether the parent of replica `key` is completion-aware.
+    fn replica_aware(&self, key: &ReplicaKey) -> bool {
+        let Some(parent) = self.objs.get(&key.0) else {
+            return false;
+        };
+        let Some((pcs, shape)) = self.pcs_of(&key.0) else {
+            return false;
+        };
+        match parent.kind {
+            Kind::PodCliqueSet => shape.completion_aware,
+            Kind::PodCliqueScalingGroup => shape
+                .groups
+                .iter()
+                .find(|g| {
+                    parent.name.ends_with(&format!("-{}", g.name))
+                        && parent.name.starts_with(&pcs.name)
+                })
+                .is_some_and(|g| g.completion_aware),
+            Kind::Pod | Kind::PodClique | Kind::Event => false,
+        }
+    }
+
+    fn max_restarts(&self, key: &ReplicaKey) -> u64 {
+        let Some(parent) = self.objs.get(&key.0) else {
+            return 0;
+        };
+        let Some((_, shape)) = self.pcs_of(&key.0) else {
+            return 0;
+        };
+        match parent.kind {
+            Kind::PodCliqueSet => u64::from(shape.max_restarts),
+            _ => shape
+                .groups
+                .iter()
+                .find(|g| parent.name.ends_with(&format!("-{}", g.name)))
+                .map_or(0, |g| u64::from(g.max_restarts)),
+        }
+    }
+
+    /// The entry showing why the scope of replica `key` is terminal, if it is: the parent's
+    /// terminal write, or the latest required child's completion.
+    fn scope_terminal(&self, key: &ReplicaKey) -> Option<usize> {
+        let parent = self.objs.get(&key.0)?;
+        if parent.terminal.is_terminal() {
+            return parent.terminal_at.or(Some(parent.last));
+        }
+        self.replica_complete(key).then_some(parent.last)
+    }
+
+    /// Whether a regular PodClique of replica `key` shows MinAvailableBreached=True (R5).
+    fn regular_gang_termination(&self, key: &ReplicaKey) -> bool {
+        let Some(breached) = self.vocab.name(Term::MinAvailableBreached) else {
+            return false;
+        };
+        self.objs.values().any(|o| {
+            o.kind == Kind::PodClique
+                && !o.gone
+                && !self.vocab.is_completion_aware_clique(&o.object)
+                && self.replicas_of(&o.object, Kind::PodClique).first() == Some(key)
+                && crate::vocab::condition_status(&o.object, breached) == Some("True")
+        })
+    }
+
+    /// Checks a deletion the implementation started at entry `idx` of an object created at
+    /// `created`, in the replicas `scopes` (nearest first). Returns `None` when justified, else
+    /// the clause, the reason and the evidence.
+    fn judge_deletion(
+        &self,
+        scopes: &[ReplicaKey],
+        created: usize,
+    ) -> Option<(&'static str, String, Vec<usize>)> {
+        let aware: Vec<&ReplicaKey> = scopes.iter().filter(|k| self.replica_aware(k)).collect();
+        let nearest = *aware.first()?;
+        for key in &aware {
+            if self.scope_terminal(key).is_some() {
+                return None;
+            }
+            let parent = self.objs.get(&key.0)?;
+            if parent.deleting.is_some() || parent.gone {
+                return None;
+            }
+            let track = self.replicas.get(*key).cloned().unwrap_or_default();
+            if track.authorized_at.is_some_and(|at| created < at) {
+                return None;
+            }
+            if self.regular_gang_termination(key) {
+                return None;
+            }
+        }
+        let track = self.replicas.get(nearest).cloned().unwrap_or_default();
+        let parent = self.objs.get(&nearest.0)?;
+        let count = parent.counts.get(nearest.1 as usize).copied().unwrap_or(0);
+        let max = self.max_restarts(nearest);
+        let mut evidence = vec![parent.last];
+        if let Some(p) = track.pending {
+            evidence.push(p);
+        }
+        match track.pending {
+            Some(_) if count < max => Some((
+                "O2",
+                format!(
+                    "replica {} of {} {} had a failure to restart (replicaRestartCounts[{}] = {count} < maxRestarts {max}) but the increment was not persisted before this deletion",
+                    nearest.1, parent.kind, parent.name, nearest.1
+                ),
+                evidence,
+            )),
+            _ => Some((
+                "O1",
+                format!(
+                    "replica {} of {} {} showed no terminal condition (and no persisted restart) when this deletion started",
+                    nearest.1, parent.kind, parent.name
+                ),
+                evidence,
+            )),
+        }
+    }
+
+    fn check(&mut self, idx: usize, e: &Entry, prev: Option<&Obj>) {
+        let by_harness = e.actor == Actor::Harness;
+        let live = e.event != EventType::Deleted;
+
+        // E6: terminal conditions never both True, and sticky.
+        if e.kind.is_grove() && live && !by_harness {
+            let now = self.vocab.terminal_state(e.kind, &e.object);
+            if now.completed && now.failed {
+                self.violate(
+                    "E6",
+                    format!("{} {} shows Completed and Failed both True", e.kind, e.name),
+                    vec![idx],
+                );
+            }
+            if let Some(p) = prev {
+                for (was, is, what) in [
+                    (p.terminal.completed, now.completed, "Completed"),
+                    (p.terminal.failed, now.failed, "Failed"),
+                ] {
+                    if was && !is {
+                        self.violate(
+                            "E6",
+                            format!("{} {} was {what} and is no longer", e.kind, e.name),
+                            vec![p.terminal_at.unwrap_or(p.last), idx],
+                        );
+                    }
+                }
+            }
+        }
+
+        // R3: restart counts.
+        if matches!(e.kind, Kind::PodCliqueScalingGroup | Kind::PodCliqueSet) && live {
+            let field = self.vocab.name(Term::ReplicaRestartCounts);
+            let now: Vec<u64> = field
+                .and_then(|f| e.object.get("status")?.get(f)?.as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .map(|v| v.as_u64().unwrap_or(0))
+                .collect();
+            let was = prev.map(|p| p.counts.clone()).unwrap_or_default();
+            let width = now.len().max(was.len());
+            for j in 0..width {
+                let (a, b) = (
+                    was.get(j).copied().unwrap_or(0),
+                    now.get(j).copied().unwrap_or(0),
+                );
+                let key = (e.uid.clone(), u32::try_from(j).unwrap_or(u32::MAX));
+                let prior = prev.and_then(|p| p.counts_at).unwrap_or(idx);
+                if b < a && !by_harness {
+                    self.violate(
+                        "R3",
+                        format!(
+                            "{} {} replicaRestartCounts[{j}] decreased from {a} to {b}",
+                            e.kind, e.name
+                        ),
+                        vec![prior, idx],
+                    );
+                } else if b > a {
+                    let track = self.replicas.entry(key.clone()).or_default().clone();
+                    if b > a + 1 && !by_harness {
+                        self.violate(
+                            "R3",
+                            format!(
+                                "{} {} replicaRestartCounts[{j}] grew from {a} to {b} in one write (one restart counts one)",
+                                e.kind, e.name
+                            ),
+                            vec![prior, idx],
+                        );
+                    } else if track.pending.is_none() && !by_harness {
+                        let mut ev = vec![prior, idx];
+                        if let Some(at) = track.authorized_at {
+                            ev.push(at);
+                        }
+                        self.violate(
+                            "R3",
+                            format!(
+                                "{} {} replicaRestartCounts[{j}] grew to {b} with no failure in replica {j} since the previous count (a restart counted twice)",
+                                e.kind, e.name
+                            ),
+                            ev,
+                        );
+                    }
+                    let t = self.replicas.entry(key).or_default();
+                    t.pending = None;
+                    t.authorized_at = Some(idx);
+                }
+            }
+        }
+
+        // Creation: C4 and E3.
+        let created_now = prev.is_none() && e.event != EventType::Deleted;
+        if created_now && !by_harness && e.actor != Actor::System {
+            self.check_creation(idx, e);
+        }
+
+        // Deletion started: O1 / O2.
+        let deletion_started = match prev {
+            Some(p) => {
+                p.deleting.is_none() && !p.gone && (e.deleting() || e.event == EventType::Deleted)
+            }
+            None => e.deleting() || e.event == EventType::Deleted,
+        };
+        if deletion_started && e.actor == Actor::Implementation {
+            let created = prev.map_or(idx, |p| p.created);
+            let scopes = match e.kind {
+                Kind::Pod => {
+                    let owner = self.owner(&e.object, Kind::PodClique);
+                    let clique = owner.as_ref().and_then(|u| self.objs.get(u));
+                    match clique {
+                        Some(c) if self.vocab.is_completion_aware_clique(&c.object) => {
+                            if c.terminal.is_terminal() || c.deleting.is_some() || c.gone {
+                                None
+                            } else {
+                                Some(self.replicas_of(&c.object.clone(), Kind::PodClique))
+                            }
+                        }
+                        _ => None,
+                    }
+                }
+                Kind::PodClique | Kind::PodCliqueScalingGroup => {
+                    Some(self.replicas_of(&e.object, e.kind))
+                }
+                Kind::PodCliqueSet | Kind::Event => None,
+            };
+            if let Some(scopes) = scopes
+                && let Some((clause, why, mut evidence)) = self.judge_deletion(&scopes, created)
+            {
+                evidence.push(idx);
+                self.violate(
+                    clause,
+                    format!(
+                        "{} {} deleted by the implementation too early: {why}",
+                        e.kind, e.name
+                    ),
+                    evidence,
+                );
+            }
+        }
+
+        // Failure evidence for the nearest completion-aware replica.
+        self.note_failure(idx, e, prev);
+    }
+
+    fn check_creation(&mut self, idx: usize, e: &Entry) {
+        match e.kind {
+            Kind::Pod => {
+                let Some(owner) = self.owner(&e.object, Kind::PodClique) else {
+                    return;
+                };
+                let Some(clique) = self.objs.get(&owner).cloned() else {
+                    return;
+                };
+                if clique.terminal.is_terminal() {
+                    self.violate(
+                        "C4",
+                        format!(
+                            "pod {} created in PodClique {} after it became terminal",
+                            e.name, clique.name
+                        ),
+                        vec![clique.terminal_at.unwrap_or(clique.last), idx],
+                    );
+                } else {
+                    self.check_scope_creation(idx, e, &clique.object.clone(), Kind::PodClique);
+                }
+                if self.vocab.is_completion_aware_clique(&clique.object)
+                    && let Some(index) = self
+                        .label(&e.object, Term::LabelPodIndex)
+                        .map(str::to_owned)
+                {
+                    let earlier = self
+                        .pod_indices
+                        .get(&owner)
+                        .and_then(|m| m.get(&index))
+                        .cloned()
+                        .unwrap_or_default();
+                    if !earlier.is_empty() {
+                        // The earlier pods' creation, deletion start and last entries.
+                        let mut evidence = earlier.clone();
+                        for i in earlier {
+                            if let Some(o) = self.objs.get(&self.timeline[i].uid) {
+                                evidence.push(o.last);
+                                evidence.extend(o.deleting);
+                            }
+                        }
+                        evidence.push(idx);
+                        self.violate(
+                            "E3",
+                            format!(
+                                "replacement pod {} created for index {index} of completion-aware PodClique {}",
+                                e.name, clique.name
+                            ),
+                            evidence,
+                        );
+                    }
+                }
+            }
+            Kind::PodClique | Kind::PodCliqueScalingGroup => {
+                self.check_scope_creation(idx, e, &e.object, e.kind);
+            }
+            Kind::PodCliqueSet | Kind::Event => {}
+        }
+    }
+
+    /// C4 for an object whose scopes are those of `scope_object` (of `kind`).
+    fn check_scope_creation(&mut self, idx: usize, e: &Entry, scope_object: &Value, kind: Kind) {
+        for key in self.replicas_of(scope_object, kind) {
+            if !self.replica_aware(&key) {
+                continue;
+            }
+            if let Some(at) = self.scope_terminal(&key) {
+                let parent = &self.objs[&key.0];
+                let message = format!(
+                    "{} {} created inside replica {} of {} {}, which is terminal",
+                    e.kind, e.name, key.1, parent.kind, parent.name
+                );
+                self.violate("C4", message, vec![at, idx]);
+                return;
+            }
+        }
+    }
+
+    fn note_failure(&mut self, idx: usize, e: &Entry, prev: Option<&Obj>) {
+        let (object, kind) = match e.kind {
+            Kind::Pod => {
+                let Some(owner) = self.owner(&e.object, Kind::PodClique) else {
+                    return;
+                };
+                let Some(clique) = self.objs.get(&owner) else {
+                    return;
+                };
+                if clique.deleting.is_some()
+                    || clique.gone
+                    || !self.vocab.is_completion_aware_clique(&clique.object)
+                {
+                    return;
+                }
+                let phase = |o: &Value| {
+                    o.pointer("/status/phase")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Pending")
+                        .to_owned()
+                };
+                let was_deleting = prev.is_some_and(|p| p.deleting.is_some());
+                let impl_deleted = prev.is_some_and(|p| {
+                    p.deleting
+                        .is_some_and(|d| self.timeline[d].actor == Actor::Implementation)
+                });
+                let failed_now = phase(&e.object) == "Failed"
+                    && prev.is_none_or(|p| phase(&p.object) != "Failed");
+                let lost = (e.event == EventType::Deleted || (e.deleting() && !was_deleting))
+                    && phase(&e.object) != "Succeeded"
+                    && e.actor != Actor::Implementation
+                    && !impl_deleted;
+                let failed = failed_now && !was_deleting && !impl_deleted;
+                if !(failed || lost) {
+                    return;
+                }
+                (clique.object.clone(), Kind::PodClique)
+            }
+            Kind::PodClique | Kind::PodCliqueScalingGroup => {
+                let now = self.vocab.terminal_state(e.kind, &e.object);
+                let was = prev.is_some_and(|p| p.terminal.failed);
+                if !now.failed || was || e.event == EventType::Deleted {
+                    return;
+                }
+                if e.kind == Kind::PodClique && !self.vocab.is_completion_aware_clique(&e.object) {
+                    return;
+                }
+                (e.object.clone(), e.kind)
+            }
+            Kind::PodCliqueSet | Kind::Event => return,
+        };
+        if let Some(key) = self
+            .replicas_of(&object, kind)
+            .into_iter()
+            .find(|k| self.replica_aware(k))
+        {
+            self.replicas.entry(key).or_default().pending = Some(idx);
+        }
+    }
+
+    fn update(&mut self, idx: usize, e: &Entry, prev: Option<Obj>) {
+        let terminal = self.vocab.terminal_state(e.kind, &e.object);
+        let counts: Vec<u64> = self
+            .vocab
+            .name(Term::ReplicaRestartCounts)
+            .and_then(|f| e.object.get("status")?.get(f)?.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .map(|v| v.as_u64().unwrap_or(0))
+            .collect();
+        let mut obj = prev.unwrap_or(Obj {
+            kind: e.kind,
+            name: e.name.clone(),
+            object: Value::Null,
+            last: idx,
+            created: idx,
+            deleting: None,
+            gone: false,
+            terminal: TerminalState::default(),
+            terminal_at: None,
+            counts: Vec::new(),
+            counts_at: None,
+        });
+        if e.event != EventType::Deleted {
+            if terminal.is_terminal() && !obj.terminal.is_terminal() {
+                obj.terminal_at = Some(idx);
+            }
+            obj.terminal = terminal;
+            if counts != obj.counts {
+                obj.counts_at = Some(idx);
+            }
+            obj.counts = counts;
+            obj.object = e.object.clone();
+        }
+        if obj.deleting.is_none() && (e.deleting() || e.event == EventType::Deleted) {
+            obj.deleting = Some(idx);
+        }
+        obj.last = idx;
+        if e.event == EventType::Deleted {
+            obj.gone = true;
+            let key = (e.kind, e.name.clone());
+            if self.by_name.get(&key) == Some(&e.uid) {
+                self.by_name.remove(&key);
+            }
+        } else if e.event == EventType::Added
+            || !self.by_name.contains_key(&(e.kind, e.name.clone()))
+        {
+            self.by_name.insert((e.kind, e.name.clone()), e.uid.clone());
+        }
+        if e.kind == Kind::Pod
+            && let Some(owner) = self.owner(&e.object, Kind::PodClique)
+            && let Some(index) = self
+                .label(&e.object, Term::LabelPodIndex)
+                .map(str::to_owned)
+        {
+            let seen = self
+                .pod_indices
+                .entry(owner)
+                .or_default()
+                .entry(index)
+                .or_default();
+            if !seen.iter().any(|i| self.timeline[*i].uid == e.uid) {
+                seen.push(idx);
+            }
+        }
+        self.objs.insert(e.uid.clone(), obj);
+    }
+}

@@ -1,0 +1,595 @@
+//! Self-tests of the invariant monitor: synthetic timelines that break each invariant (every
+//! one must be caught) and legitimate ones (no false positives).
+
+use std::collections::HashMap;
+
+use grove_conformance::monitor::{Actor, Entry, EventType, Monitor, Violation};
+use grove_conformance::vocab::{Kind, Revision, Vocabulary};
+use serde_json::{Value, json};
+
+use Actor::{Harness, Implementation as Impl};
+
+/// A tiny fake API server: keeps objects, stamps uids and resourceVersions, feeds the monitor.
+struct Sim {
+    monitor: Monitor,
+    rv: u64,
+    next_uid: u64,
+    objects: HashMap<(Kind, String), Value>,
+    found: Vec<Violation>,
+}
+
+impl Sim {
+    fn new() -> Self {
+        Sim {
+            monitor: Monitor::new(Vocabulary::default()),
+            rv: 100,
+            next_uid: 1,
+            objects: HashMap::new(),
+            found: Vec::new(),
+        }
+    }
+
+    fn feed(&mut self, kind: Kind, event: EventType, mut object: Value, actor: Actor) {
+        self.rv += 1;
+        object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        let entry = Entry::new(kind, event, object, actor).unwrap();
+        let v = self.monitor.observe(entry);
+        self.found.extend(v);
+    }
+
+    fn uid(&self, kind: Kind, name: &str) -> String {
+        self.objects[&(kind, name.to_owned())]["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    fn add(&mut self, kind: Kind, mut object: Value, actor: Actor) {
+        let name = object["metadata"]["name"].as_str().unwrap().to_owned();
+        object["kind"] = json!(kind.as_str());
+        object["metadata"]["uid"] = json!(format!("{:08x}-uid", self.next_uid));
+        self.next_uid += 1;
+        self.objects.insert((kind, name), object.clone());
+        self.feed(kind, EventType::Added, object, actor);
+    }
+
+    fn modify(&mut self, kind: Kind, name: &str, actor: Actor, f: impl FnOnce(&mut Value)) {
+        let object = self.objects.get_mut(&(kind, name.to_owned())).unwrap();
+        f(object);
+        let object = object.clone();
+        self.feed(kind, EventType::Modified, object, actor);
+    }
+
+    /// Starts a graceful deletion (deletionTimestamp set).
+    fn delete(&mut self, kind: Kind, name: &str, actor: Actor) {
+        self.modify(kind, name, actor, |o| {
+            o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        });
+    }
+
+    /// The object is gone (finalisation, by `actor`).
+    fn gone(&mut self, kind: Kind, name: &str, actor: Actor) {
+        let object = self.objects.remove(&(kind, name.to_owned())).unwrap();
+        self.feed(kind, EventType::Deleted, object, actor);
+    }
+
+    fn condition(&mut self, kind: Kind, name: &str, actor: Actor, type_: &str, status: &str) {
+        self.modify(kind, name, actor, |o| {
+            let list = o["status"]["conditions"].as_array_mut().unwrap();
+            list.retain(|c| c["type"] != type_);
+            list.push(json!({"type": type_, "status": status}));
+        });
+    }
+
+    fn counts(&mut self, kind: Kind, name: &str, counts: Value) {
+        self.modify(kind, name, Impl, |o| {
+            o["status"]["replicaRestartCounts"] = counts
+        });
+    }
+
+    fn phase(&mut self, name: &str, phase: &str) {
+        self.modify(Kind::Pod, name, Harness, |o| {
+            o["status"]["phase"] = json!(phase)
+        });
+    }
+
+    fn clauses(&self) -> Vec<&'static str> {
+        self.found.iter().map(|v| v.clause).collect()
+    }
+
+    fn assert_clean(&self) {
+        assert!(
+            self.found.is_empty(),
+            "unexpected violations:\n{}\ntimeline:\n{}",
+            self.found.iter().map(Violation::render).collect::<String>(),
+            self.monitor.render_timeline()
+        );
+    }
+}
+
+fn owner(kind: Kind, name: &str, uid: &str) -> Value {
+    json!([{"apiVersion": kind.api_version(), "kind": kind.as_str(), "name": name, "uid": uid, "controller": true}])
+}
+
+/// A leader-driven job: PCS `job` → PCSG `job-0-trainer` (leader ×1, worker ×2, optional
+/// regular `sidecar` ×1), targetNames [leader], PCSG budget `budget`.
+fn leader_worker(budget: u32, sidecar: bool) -> Sim {
+    let mut sim = Sim::new();
+    let aware = json!({"completion": {}});
+    let mut cliques = vec![
+        json!({"name": "leader", "spec": {"replicas": 1, "policy": aware, "podSpec": {}}}),
+        json!({"name": "worker", "spec": {"replicas": 2, "policy": aware, "podSpec": {}}}),
+    ];
+    let mut names = vec!["leader", "worker"];
+    if sidecar {
+        cliques.push(json!({"name": "sidecar", "spec": {"replicas": 1, "podSpec": {}}}));
+        names.push("sidecar");
+    }
+    sim.add(
+        Kind::PodCliqueSet,
+        json!({"metadata": {"name": "job"}, "spec": {"replicas": 1, "template": {
+            "cliques": cliques,
+            "podCliqueScalingGroups": [{"name": "trainer", "cliqueNames": names, "replicas": 1,
+                "policy": {"completion": {"success": {"targetNames": ["leader"]},
+                                          "failure": {"maxRestarts": budget}}}}]}},
+            "status": {"conditions": []}}),
+        Harness,
+    );
+    let pcs = sim.uid(Kind::PodCliqueSet, "job");
+    sim.add(
+        Kind::PodCliqueScalingGroup,
+        json!({"metadata": {"name": "job-0-trainer", "ownerReferences": owner(Kind::PodCliqueSet, "job", &pcs),
+            "labels": {"app.kubernetes.io/part-of": "job", "grove.io/podcliqueset-replica-index": "0"}},
+            "spec": {"replicas": 1, "cliqueNames": names},
+            "status": {"conditions": [], "replicaRestartCounts": [0]}}),
+        Impl,
+    );
+    create_attempt(&mut sim, sidecar);
+    sim
+}
+
+/// Creates the PodCliques and pods of PCSG replica 0 (one attempt).
+fn create_attempt(sim: &mut Sim, sidecar: bool) {
+    let pcsg = sim.uid(Kind::PodCliqueScalingGroup, "job-0-trainer");
+    let mut cliques = vec![("leader", 1, true), ("worker", 2, true)];
+    if sidecar {
+        cliques.push(("sidecar", 1, false));
+    }
+    for (clique, replicas, aware) in cliques {
+        let name = format!("job-0-trainer-0-{clique}");
+        let mut spec = json!({"replicas": replicas, "podSpec": {}});
+        if aware {
+            spec["policy"] = json!({"completion": {}});
+        }
+        sim.add(
+            Kind::PodClique,
+            json!({"metadata": {"name": name, "ownerReferences": owner(Kind::PodCliqueScalingGroup, "job-0-trainer", &pcsg),
+                "labels": {"app.kubernetes.io/part-of": "job", "grove.io/podcliqueset-replica-index": "0",
+                    "grove.io/podcliquescalinggroup": "job-0-trainer", "grove.io/podcliquescalinggroup-replica-index": "0"}},
+                "spec": spec, "status": {"conditions": []}}),
+            Impl,
+        );
+        for i in 0..replicas {
+            add_pod(sim, &name, i, Impl);
+        }
+    }
+}
+
+fn add_pod(sim: &mut Sim, clique: &str, index: u32, actor: Actor) {
+    let uid = sim.uid(Kind::PodClique, clique);
+    let suffix = sim.next_uid;
+    sim.add(
+        Kind::Pod,
+        json!({"metadata": {"name": format!("{clique}-x{suffix}"), "ownerReferences": owner(Kind::PodClique, clique, &uid),
+            "labels": {"grove.io/podclique": clique, "grove.io/podclique-pod-index": index.to_string(),
+                "app.kubernetes.io/part-of": "job"}},
+            "status": {"phase": "Running"}}),
+        actor,
+    );
+}
+
+fn pod_name(sim: &Sim, clique: &str, index: u32) -> String {
+    sim.objects
+        .iter()
+        .find(|((k, _), o)| {
+            *k == Kind::Pod
+                && o["metadata"]["labels"]["grove.io/podclique"] == clique
+                && o["metadata"]["labels"]["grove.io/podclique-pod-index"]
+                    .as_str()
+                    .and_then(|s| s.parse::<u32>().ok())
+                    == Some(index)
+                && o["metadata"]["deletionTimestamp"].is_null()
+        })
+        .map(|((_, n), _)| n.clone())
+        .unwrap()
+}
+
+/// The implementation deletes every PodClique of replica 0 and their pods (cascade).
+fn delete_replica(sim: &mut Sim, sidecar: bool) {
+    let mut cliques = vec!["leader", "worker"];
+    if sidecar {
+        cliques.push("sidecar");
+    }
+    for c in &cliques {
+        sim.delete(Kind::PodClique, &format!("job-0-trainer-0-{c}"), Impl);
+    }
+    let pods: Vec<String> = sim
+        .objects
+        .keys()
+        .filter(|(k, _)| *k == Kind::Pod)
+        .map(|(_, n)| n.clone())
+        .collect();
+    for p in pods {
+        sim.delete(Kind::Pod, &p, Impl);
+        sim.gone(Kind::Pod, &p, Harness);
+    }
+    for c in &cliques {
+        sim.gone(Kind::PodClique, &format!("job-0-trainer-0-{c}"), Impl);
+    }
+}
+
+#[test]
+fn a_legitimate_gang_restart_then_completion_is_clean() {
+    let mut sim = leader_worker(1, false);
+    let w1 = pod_name(&sim, "job-0-trainer-0-worker", 1);
+    sim.phase(&w1, "Failed");
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-worker",
+        Impl,
+        "Failed",
+        "True",
+    );
+    sim.counts(Kind::PodCliqueScalingGroup, "job-0-trainer", json!([1]));
+    delete_replica(&mut sim, false);
+    create_attempt(&mut sim, false);
+    // The new attempt completes through its leader; the workers are cleaned up (C2).
+    let leader = pod_name(&sim, "job-0-trainer-0-leader", 0);
+    sim.phase(&leader, "Succeeded");
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-leader",
+        Impl,
+        "Completed",
+        "True",
+    );
+    sim.condition(
+        Kind::PodCliqueScalingGroup,
+        "job-0-trainer",
+        Impl,
+        "Completed",
+        "True",
+    );
+    sim.condition(Kind::PodCliqueSet, "job", Impl, "Completed", "True");
+    sim.delete(Kind::PodClique, "job-0-trainer-0-worker", Impl);
+    let w0 = pod_name(&sim, "job-0-trainer-0-worker", 0);
+    sim.delete(Kind::Pod, &w0, Impl);
+    sim.assert_clean();
+    assert!(sim.monitor.timeline().len() > 20);
+}
+
+#[test]
+fn harness_deletions_and_a_clique_failure_are_clean() {
+    let mut sim = leader_worker(0, false);
+    let w0 = pod_name(&sim, "job-0-trainer-0-worker", 0);
+    // Evicted by the harness: the pod vanishes without a terminal phase.
+    sim.delete(Kind::Pod, &w0, Harness);
+    sim.gone(Kind::Pod, &w0, Harness);
+    // E3 + C1: Failed first, then the remaining active pod is deleted.
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-worker",
+        Impl,
+        "Failed",
+        "True",
+    );
+    let w1 = pod_name(&sim, "job-0-trainer-0-worker", 1);
+    sim.delete(Kind::Pod, &w1, Impl);
+    // E9: budget 0, the PCSG fails, then its non-terminal PodCliques are deleted (C2).
+    sim.condition(
+        Kind::PodCliqueScalingGroup,
+        "job-0-trainer",
+        Impl,
+        "Failed",
+        "True",
+    );
+    sim.delete(Kind::PodClique, "job-0-trainer-0-leader", Impl);
+    sim.assert_clean();
+}
+
+#[test]
+fn option_a_completion_with_a_simultaneous_failure_is_clean() {
+    let mut sim = leader_worker(1, false);
+    let leader = pod_name(&sim, "job-0-trainer-0-leader", 0);
+    let w0 = pod_name(&sim, "job-0-trainer-0-worker", 0);
+    sim.phase(&leader, "Succeeded");
+    sim.phase(&w0, "Failed");
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-leader",
+        Harness,
+        "Completed",
+        "True",
+    );
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-worker",
+        Harness,
+        "Failed",
+        "True",
+    );
+    // The replica is complete: worker cleanup needs no increment.
+    let w1 = pod_name(&sim, "job-0-trainer-0-worker", 1);
+    sim.delete(Kind::Pod, &w1, Impl);
+    sim.condition(
+        Kind::PodCliqueScalingGroup,
+        "job-0-trainer",
+        Impl,
+        "Completed",
+        "True",
+    );
+    sim.delete(Kind::PodClique, "job-0-trainer-0-worker", Impl);
+    sim.assert_clean();
+}
+
+#[test]
+fn a_regular_gang_termination_consumes_no_budget_and_is_clean() {
+    let mut sim = leader_worker(1, true);
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-sidecar",
+        Impl,
+        "MinAvailableBreached",
+        "True",
+    );
+    delete_replica(&mut sim, true);
+    create_attempt(&mut sim, true);
+    sim.assert_clean();
+}
+
+#[test]
+fn e3_a_replacement_pod_is_caught() {
+    let mut sim = leader_worker(1, false);
+    let w1 = pod_name(&sim, "job-0-trainer-0-worker", 1);
+    sim.delete(Kind::Pod, &w1, Harness);
+    sim.gone(Kind::Pod, &w1, Harness);
+    add_pod(&mut sim, "job-0-trainer-0-worker", 1, Impl);
+    assert_eq!(sim.clauses(), ["E3"]);
+    let v = &sim.found[0];
+    assert!(
+        v.message
+            .contains("index 1 of completion-aware PodClique job-0-trainer-0-worker"),
+        "{}",
+        v.message
+    );
+    assert_eq!(v.evidence.len(), 4, "{}", v.slice);
+    assert!(v.slice.contains("DELETED  Pod"), "{}", v.slice);
+}
+
+#[test]
+fn e6_both_true_and_a_reverted_condition_are_caught() {
+    let mut sim = leader_worker(1, false);
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-leader",
+        Impl,
+        "Completed",
+        "True",
+    );
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-leader",
+        Impl,
+        "Failed",
+        "True",
+    );
+    assert_eq!(sim.clauses(), ["E6"]);
+    let mut sim = leader_worker(1, false);
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-worker",
+        Impl,
+        "Failed",
+        "True",
+    );
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-worker",
+        Impl,
+        "Failed",
+        "False",
+    );
+    assert_eq!(sim.clauses(), ["E6"]);
+    assert!(sim.found[0].message.contains("was Failed and is no longer"));
+    // The harness's own writes are never held against the implementation.
+    let mut sim = leader_worker(1, false);
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-worker",
+        Harness,
+        "Failed",
+        "True",
+    );
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-worker",
+        Harness,
+        "Failed",
+        "False",
+    );
+    sim.assert_clean();
+}
+
+#[test]
+fn r3_decrease_jump_and_double_count_are_caught() {
+    let fail = |sim: &mut Sim| {
+        sim.condition(
+            Kind::PodClique,
+            "job-0-trainer-0-worker",
+            Impl,
+            "Failed",
+            "True",
+        );
+    };
+    let mut sim = leader_worker(3, false);
+    fail(&mut sim);
+    sim.counts(Kind::PodCliqueScalingGroup, "job-0-trainer", json!([1]));
+    sim.counts(Kind::PodCliqueScalingGroup, "job-0-trainer", json!([0]));
+    assert_eq!(sim.clauses(), ["R3"]);
+    assert!(sim.found[0].message.contains("decreased from 1 to 0"));
+
+    let mut sim = leader_worker(3, false);
+    fail(&mut sim);
+    sim.counts(Kind::PodCliqueScalingGroup, "job-0-trainer", json!([2]));
+    assert_eq!(sim.clauses(), ["R3"]);
+    assert!(
+        sim.found[0]
+            .message
+            .contains("grew from 0 to 2 in one write")
+    );
+
+    let mut sim = leader_worker(3, false);
+    fail(&mut sim);
+    sim.counts(Kind::PodCliqueScalingGroup, "job-0-trainer", json!([1]));
+    sim.counts(Kind::PodCliqueScalingGroup, "job-0-trainer", json!([2]));
+    assert_eq!(sim.clauses(), ["R3"]);
+    assert!(sim.found[0].message.contains("a restart counted twice"));
+}
+
+#[test]
+fn o1_deleting_before_the_terminal_condition_is_caught() {
+    // Pods of a clique deleted before its Failed condition, with no budget.
+    let mut sim = leader_worker(0, false);
+    let w0 = pod_name(&sim, "job-0-trainer-0-worker", 0);
+    sim.phase(&w0, "Failed");
+    let w1 = pod_name(&sim, "job-0-trainer-0-worker", 1);
+    sim.delete(Kind::Pod, &w1, Impl);
+    assert_eq!(sim.clauses(), ["O1"]);
+    // A PodClique of the replica deleted before the PCSG shows Failed.
+    let mut sim = leader_worker(0, false);
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-worker",
+        Impl,
+        "Failed",
+        "True",
+    );
+    sim.delete(Kind::PodClique, "job-0-trainer-0-leader", Impl);
+    sim.condition(
+        Kind::PodCliqueScalingGroup,
+        "job-0-trainer",
+        Impl,
+        "Failed",
+        "True",
+    );
+    assert_eq!(sim.clauses(), ["O1"]);
+    let v = &sim.found[0];
+    assert!(
+        v.message
+            .contains("PodClique job-0-trainer-0-leader deleted by the implementation too early"),
+        "{}",
+        v.message
+    );
+    assert!(v.slice.contains("Failed=True"), "{}", v.slice);
+}
+
+#[test]
+fn o2_deleting_before_the_persisted_increment_is_caught() {
+    let mut sim = leader_worker(1, false);
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-worker",
+        Impl,
+        "Failed",
+        "True",
+    );
+    sim.delete(Kind::PodClique, "job-0-trainer-0-leader", Impl);
+    sim.counts(Kind::PodCliqueScalingGroup, "job-0-trainer", json!([1]));
+    assert_eq!(sim.clauses(), ["O2"]);
+    assert!(
+        sim.found[0]
+            .message
+            .contains("replicaRestartCounts[0] = 0 < maxRestarts 1"),
+        "{}",
+        sim.found[0].message
+    );
+}
+
+#[test]
+fn c4_creation_inside_a_terminal_scope_is_caught() {
+    // A pod recreated in a Completed PodClique.
+    let mut sim = leader_worker(1, false);
+    let leader = pod_name(&sim, "job-0-trainer-0-leader", 0);
+    sim.phase(&leader, "Succeeded");
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-leader",
+        Impl,
+        "Completed",
+        "True",
+    );
+    add_pod(&mut sim, "job-0-trainer-0-leader", 1, Impl);
+    assert_eq!(sim.clauses(), ["C4"]);
+    // A PodClique recreated in a Completed PCSG replica after cleanup.
+    let mut sim = leader_worker(1, false);
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-leader",
+        Impl,
+        "Completed",
+        "True",
+    );
+    sim.condition(
+        Kind::PodCliqueScalingGroup,
+        "job-0-trainer",
+        Impl,
+        "Completed",
+        "True",
+    );
+    sim.delete(Kind::PodClique, "job-0-trainer-0-worker", Impl);
+    sim.gone(Kind::PodClique, "job-0-trainer-0-worker", Impl);
+    let pcsg = sim.uid(Kind::PodCliqueScalingGroup, "job-0-trainer");
+    sim.add(
+        Kind::PodClique,
+        json!({"metadata": {"name": "job-0-trainer-0-worker", "ownerReferences": owner(Kind::PodCliqueScalingGroup, "job-0-trainer", &pcsg),
+            "labels": {"app.kubernetes.io/part-of": "job", "grove.io/podcliqueset-replica-index": "0",
+                "grove.io/podcliquescalinggroup": "job-0-trainer", "grove.io/podcliquescalinggroup-replica-index": "0"}},
+            "spec": {"replicas": 2, "policy": {"completion": {}}}, "status": {"conditions": []}}),
+        Impl,
+    );
+    assert_eq!(sim.clauses(), ["C4"]);
+    assert!(
+        sim.found[0]
+            .message
+            .contains("inside replica 0 of PodCliqueScalingGroup job-0-trainer")
+    );
+}
+
+#[test]
+fn phase_based_revisions_are_read_through_the_vocabulary() {
+    let mut monitor = Monitor::new(Vocabulary::new(Revision::GrovePr728));
+    let mut clique = json!({"kind": "PodClique", "metadata": {"name": "job-0-worker", "uid": "u1", "resourceVersion": "1"},
+        "spec": {"podSpec": {"restartPolicy": "Never"}}, "status": {"phase": "Failed"}});
+    monitor.observe(Entry::new(Kind::PodClique, EventType::Added, clique.clone(), Impl).unwrap());
+    clique["status"]["phase"] = json!("Running");
+    clique["metadata"]["resourceVersion"] = json!("2");
+    let v =
+        monitor.observe(Entry::new(Kind::PodClique, EventType::Modified, clique, Impl).unwrap());
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].clause, "E6");
+}
+
+#[test]
+fn entries_need_metadata() {
+    let err = Entry::new(
+        Kind::Pod,
+        EventType::Added,
+        json!({"metadata": {"name": "p"}}),
+        Impl,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "failed to read `metadata.uid` of a watched Pod object"
+    );
+}

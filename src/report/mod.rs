@@ -1,1 +1,20 @@
-//! report (work in progress)
+//! Reporting: execution emits [`RunEvent`]s; writers consume them.
+//!
+//! [`Recorder`] folds the stream into [`RunResults`]; [`ProgressLine`] shows the live case
+//! and step on a terminal; [`summary_table`] renders the end-of-run table; [`junit`] writes
+//! JUnit XML; [`ConformanceReport`] aggregates per clause and profile in YAML and Markdown;
+//! [`exit_code`] maps results to the documented exit codes.
+
+mod conformance;
+mod console;
+mod event;
+mod exit;
+mod junit;
+
+pub use conformance::{ClauseVerdict, ConformanceReport, Implementation, ProfileVerdict, Tally};
+pub use console::{ProgressLine, summary_table};
+pub use event::{CaseResult, Failure, Outcome, Recorder, RunEvent, RunResults};
+pub use exit::{
+    CASES_ERRORED, CASES_FAILED, INVALID_CATALOG, NO_CASES, SETUP_FAILED, SUCCESS, USAGE, exit_code,
+};
+pub use junit::{junit, write_junit};

@@ -1,0 +1,234 @@
+//! The conformance report: implementation, revision, profile verdicts and per-clause
+//! results, in YAML (for machines) and Markdown (for people).
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::event::{Outcome, RunResults};
+use crate::catalog::{CLAUSES, Profile};
+use crate::vocab::Revision;
+
+/// The implementation under test, as the report names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Implementation {
+    /// Name (`grove-reference-operator`).
+    pub name: String,
+    /// Version string it reports.
+    pub version: String,
+}
+
+/// Case outcomes counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Tally {
+    /// Passed.
+    pub pass: usize,
+    /// Failed.
+    pub fail: usize,
+    /// Skipped.
+    pub skip: usize,
+    /// Could not be judged.
+    pub error: usize,
+}
+
+impl Tally {
+    fn add(&mut self, outcome: &Outcome) {
+        match outcome {
+            Outcome::Pass => self.pass += 1,
+            Outcome::Fail(_) => self.fail += 1,
+            Outcome::Skip { .. } => self.skip += 1,
+            Outcome::Error { .. } => self.error += 1,
+        }
+    }
+
+    fn total(self) -> usize {
+        self.pass + self.fail + self.skip + self.error
+    }
+}
+
+/// The verdict for one profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProfileVerdict {
+    /// The profile.
+    pub profile: Profile,
+    /// Conformant iff at least one case of the profile ran and every one passed.
+    pub conformant: bool,
+    /// Its cases counted.
+    pub cases: Tally,
+}
+
+/// The result for one clause.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClauseVerdict {
+    /// Clause id.
+    pub clause: &'static str,
+    /// Clause title.
+    pub title: &'static str,
+    /// Its profile.
+    pub profile: Profile,
+    /// `pass`, `fail`, `partial` (some passed, the rest skipped), `skip` or `untested`.
+    pub verdict: &'static str,
+    /// Outcomes of the cases citing it.
+    pub cases: Tally,
+    /// Names of the cases citing it that did not pass.
+    pub not_passed: Vec<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConformanceReport {
+    /// The implementation.
+    pub implementation: Implementation,
+    /// The spec revision the run used.
+    pub revision: String,
+    /// When the run happened (RFC 3339), as given by the caller.
+    pub date: String,
+    /// One verdict per profile (core first).
+    pub profiles: Vec<ProfileVerdict>,
+    /// One entry per clause of the spec, in spec order.
+    pub clauses: Vec<ClauseVerdict>,
+}
+
+impl Serialize for Profile {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl ConformanceReport {
+    /// Aggregates `results` per profile and clause.
+    pub fn new(
+        implementation: Implementation,
+        revision: Revision,
+        date: &str,
+        results: &RunResults,
+    ) -> Self {
+        let profiles = [Profile::Core, Profile::Extended]
+            .into_iter()
+            .map(|profile| {
+                let mut cases = Tally::default();
+                for r in results.cases.iter().filter(|r| r.profile == profile) {
+                    cases.add(&r.outcome);
+                }
+                ProfileVerdict {
+                    profile,
+                    conformant: cases.total() > 0 && cases.pass == cases.total(),
+                    cases,
+                }
+            })
+            .collect();
+        let clauses = CLAUSES
+            .iter()
+            .map(|c| {
+                let mut cases = Tally::default();
+                let mut not_passed = Vec::new();
+                for r in results.sorted() {
+                    if r.clauses.iter().any(|id| id == c.id) {
+                        cases.add(&r.outcome);
+                        if !matches!(r.outcome, Outcome::Pass) {
+                            not_passed.push(r.case.clone());
+                        }
+                    }
+                }
+                // | cases | any fail/error | all pass | some pass | verdict |
+                // |---|---|---|---|---|
+                // | 0 | - | - | - | untested |
+                // | >0 | yes | - | - | fail |
+                // | >0 | no | yes | - | pass |
+                // | >0 | no | no | yes | partial |
+                // | >0 | no | no | no | skip |
+                let verdict = match (
+                    cases.total(),
+                    cases.fail + cases.error > 0,
+                    cases.pass == cases.total(),
+                    cases.pass > 0,
+                ) {
+                    (0, _, _, _) => "untested",
+                    (_, true, _, _) => "fail",
+                    (_, false, true, _) => "pass",
+                    (_, false, false, true) => "partial",
+                    (_, false, false, false) => "skip",
+                };
+                ClauseVerdict {
+                    clause: c.id,
+                    title: c.title,
+                    profile: c.profile(),
+                    verdict,
+                    cases,
+                    not_passed,
+                }
+            })
+            .collect();
+        ConformanceReport {
+            implementation,
+            revision: revision.id().to_owned(),
+            date: date.to_owned(),
+            profiles,
+            clauses,
+        }
+    }
+
+    /// Whether the implementation is conformant (the core profile's verdict).
+    pub fn conformant(&self) -> bool {
+        self.profiles
+            .iter()
+            .any(|p| p.profile == Profile::Core && p.conformant)
+    }
+
+    /// The report as YAML.
+    pub fn to_yaml(&self) -> String {
+        serde_yaml::to_string(self).unwrap_or_else(|e| format!("# failed to render: {e}\n"))
+    }
+
+    /// The report as Markdown.
+    pub fn to_markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "# Grove job support conformance report\n");
+        let _ = writeln!(
+            out,
+            "- implementation: {} {}",
+            self.implementation.name, self.implementation.version
+        );
+        let _ = writeln!(out, "- spec revision: `{}`", self.revision);
+        let _ = writeln!(out, "- date: {}\n", self.date);
+        let _ = writeln!(out, "| profile | verdict | pass | fail | skip | error |");
+        let _ = writeln!(out, "|---|---|---|---|---|---|");
+        for p in &self.profiles {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} |",
+                p.profile,
+                if p.conformant {
+                    "conformant"
+                } else {
+                    "not conformant"
+                },
+                p.cases.pass,
+                p.cases.fail,
+                p.cases.skip,
+                p.cases.error
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n| clause | profile | title | verdict | pass | fail | skip | error | not passed |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+        for c in &self.clauses {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                c.clause,
+                c.profile,
+                c.title,
+                c.verdict,
+                c.cases.pass,
+                c.cases.fail,
+                c.cases.skip,
+                c.cases.error,
+                c.not_passed.join(", ")
+            );
+        }
+        out
+    }
+}

@@ -1,0 +1,159 @@
+//! Terminal output: a live progress line and the end-of-run summary table.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use std::time::Duration;
+
+use super::event::{CaseResult, Outcome, RunEvent, RunResults};
+
+/// Formats a duration as seconds with one decimal (`12.3s`).
+pub fn seconds(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+/// A live progress writer: on a terminal one line rewritten in place (`[3/45] case: step`),
+/// elsewhere one line per finished case, so logs stay readable.
+#[derive(Debug)]
+pub struct ProgressLine<W: Write> {
+    out: W,
+    interactive: bool,
+    total: usize,
+    finished: usize,
+}
+
+impl<W: Write> ProgressLine<W> {
+    /// A writer to `out`; `interactive` when `out` is a terminal.
+    pub fn new(out: W, interactive: bool) -> Self {
+        ProgressLine {
+            out,
+            interactive,
+            total: 0,
+            finished: 0,
+        }
+    }
+
+    /// Consumes one event; an I/O error means the terminal went away.
+    pub fn on_event(&mut self, event: &RunEvent) -> io::Result<()> {
+        match event {
+            RunEvent::RunStarted { cases } => {
+                self.total = *cases;
+                Ok(())
+            }
+            RunEvent::CaseStarted { case } => {
+                if self.interactive {
+                    self.rewrite(&format!("{case}: starting"))
+                } else {
+                    Ok(())
+                }
+            }
+            RunEvent::StepStarted {
+                case,
+                index,
+                description,
+            } => {
+                if self.interactive {
+                    self.rewrite(&format!("{case}: step {} {description}", index + 1))
+                } else {
+                    Ok(())
+                }
+            }
+            RunEvent::CaseFinished(r) => {
+                self.finished += 1;
+                let line = format!(
+                    "{:<5} {} ({}){}",
+                    r.outcome.label().to_uppercase(),
+                    r.case,
+                    seconds(r.duration),
+                    match &r.outcome {
+                        Outcome::Pass => String::new(),
+                        Outcome::Fail(f) => format!(": {}", f.message),
+                        Outcome::Skip { reason } => format!(": {reason}"),
+                        Outcome::Error { message } => format!(": {message}"),
+                    }
+                );
+                if self.interactive {
+                    write!(self.out, "\r\x1b[2K")?;
+                }
+                writeln!(self.out, "[{}/{}] {line}", self.finished, self.total)?;
+                self.out.flush()
+            }
+            RunEvent::RunFinished { .. } => {
+                if self.interactive {
+                    write!(self.out, "\r\x1b[2K")?;
+                }
+                self.out.flush()
+            }
+        }
+    }
+
+    fn rewrite(&mut self, text: &str) -> io::Result<()> {
+        write!(
+            self.out,
+            "\r\x1b[2K[{}/{}] {text}",
+            self.finished + 1,
+            self.total
+        )?;
+        self.out.flush()
+    }
+}
+
+/// The summary table: case, clauses, result, duration; then the totals.
+pub fn summary_table(results: &RunResults) -> String {
+    let rows: Vec<&CaseResult> = results.sorted();
+    let header = ["case", "clauses", "result", "duration"];
+    let cells: Vec<[String; 4]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.case.clone(),
+                r.clauses.join(","),
+                r.outcome.label().to_owned(),
+                seconds(r.duration),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, row: [&str; 4]| {
+        let _ = writeln!(
+            out,
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}",
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3]
+        );
+    };
+    line(&mut out, header);
+    for row in &cells {
+        line(&mut out, [&row[0], &row[1], &row[2], &row[3]]);
+    }
+    let (pass, fail, skip, error) = results.counts();
+    // The closing line keeps the common `N passed, N failed, N skipped` form that CI
+    // systems read; harness errors count as failures there and are detailed above it.
+    let _ = writeln!(out);
+    if error > 0 {
+        let _ = writeln!(
+            out,
+            "{error} of the failed cases could not be judged (harness errors); total time {}",
+            seconds(results.duration)
+        );
+    } else {
+        let _ = writeln!(out, "total time {}", seconds(results.duration));
+    }
+    let _ = writeln!(
+        out,
+        "{pass} passed, {} failed, {skip} skipped",
+        fail + error
+    );
+    out
+}

@@ -1,0 +1,162 @@
+//! The event stream a run emits, and the results folded from it.
+
+use std::time::Duration;
+
+use crate::catalog::Profile;
+
+/// How one case ended. A failed case is data, not an error: `Error` is reserved for the
+/// harness itself breaking (the case could not be judged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every step held and the monitor saw no violation.
+    Pass,
+    /// The implementation did not behave as the case requires.
+    Fail(Failure),
+    /// The case does not apply (revision, implementation without controller actions ...).
+    Skip {
+        /// Why, in one line.
+        reason: String,
+    },
+    /// The harness could not run or judge the case.
+    Error {
+        /// What broke, in one line.
+        message: String,
+    },
+}
+
+impl Outcome {
+    /// `pass`, `fail`, `skip` or `error`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Fail(_) => "fail",
+            Outcome::Skip { .. } => "skip",
+            Outcome::Error { .. } => "error",
+        }
+    }
+}
+
+/// Why a case failed, with what a person needs to act on it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Failure {
+    /// One line: the step that failed (or the violated clause) and why.
+    pub message: String,
+    /// Expected-vs-observed YAML diff (plain text), when an expectation failed.
+    pub diff: Option<String>,
+    /// The case's timeline (or the slice proving a monitor violation), rendered.
+    pub timeline: Option<String>,
+}
+
+/// One event of a run, in the order it happens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunEvent {
+    /// The run starts with this many cases selected.
+    RunStarted {
+        /// Number of cases selected.
+        cases: usize,
+    },
+    /// A case starts.
+    CaseStarted {
+        /// Case name.
+        case: String,
+    },
+    /// A case begins a step.
+    StepStarted {
+        /// Case name.
+        case: String,
+        /// Step index from 0.
+        index: usize,
+        /// Short description (`exit pod job-0-worker/3`).
+        description: String,
+    },
+    /// A case ended.
+    CaseFinished(CaseResult),
+    /// The run ended.
+    RunFinished {
+        /// Wall time of the whole run.
+        duration: Duration,
+    },
+}
+
+/// The result of one case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaseResult {
+    /// Case name.
+    pub case: String,
+    /// Its area (folder under `cases/`).
+    pub area: String,
+    /// The clause ids it cites.
+    pub clauses: Vec<String>,
+    /// Its profile.
+    pub profile: Profile,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Wall time.
+    pub duration: Duration,
+}
+
+/// Everything a run produced, folded from its events.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunResults {
+    /// Results in completion order.
+    pub cases: Vec<CaseResult>,
+    /// Wall time of the run, once finished.
+    pub duration: Duration,
+}
+
+impl RunResults {
+    /// Counts of (pass, fail, skip, error).
+    pub fn counts(&self) -> (usize, usize, usize, usize) {
+        let mut c = (0, 0, 0, 0);
+        for r in &self.cases {
+            match r.outcome {
+                Outcome::Pass => c.0 += 1,
+                Outcome::Fail(_) => c.1 += 1,
+                Outcome::Skip { .. } => c.2 += 1,
+                Outcome::Error { .. } => c.3 += 1,
+            }
+        }
+        c
+    }
+
+    /// Results sorted by case name (stable output for reports).
+    pub fn sorted(&self) -> Vec<&CaseResult> {
+        let mut v: Vec<&CaseResult> = self.cases.iter().collect();
+        v.sort_by(|a, b| a.case.cmp(&b.case));
+        v
+    }
+}
+
+/// Folds a run's events into [`RunResults`].
+#[derive(Debug, Clone, Default)]
+pub struct Recorder {
+    results: RunResults,
+}
+
+impl Recorder {
+    /// An empty recorder.
+    pub fn new() -> Self {
+        Recorder::default()
+    }
+
+    /// Consumes one event.
+    pub fn on_event(&mut self, event: &RunEvent) {
+        match event {
+            RunEvent::CaseFinished(r) => self.results.cases.push(r.clone()),
+            RunEvent::RunFinished { duration } => self.results.duration = *duration,
+            RunEvent::RunStarted { .. }
+            | RunEvent::CaseStarted { .. }
+            | RunEvent::StepStarted { .. } => {}
+        }
+    }
+
+    /// The results so far.
+    pub fn results(&self) -> &RunResults {
+        &self.results
+    }
+
+    /// The results, consuming the recorder.
+    pub fn into_results(self) -> RunResults {
+        self.results
+    }
+}

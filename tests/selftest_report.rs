@@ -1,0 +1,256 @@
+//! Self-tests of the reporters: JUnit against a golden file, the summary table, the
+//! conformance report, the progress line and the exit codes.
+
+use std::fs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use grove_conformance::catalog::Profile;
+use grove_conformance::report::{
+    self, CaseResult, ConformanceReport, Failure, Implementation, Outcome, ProgressLine, Recorder,
+    RunEvent, RunResults,
+};
+use grove_conformance::vocab::Revision;
+use junit_report::OffsetDateTime;
+
+fn case(
+    name: &str,
+    area: &str,
+    clauses: &[&str],
+    profile: Profile,
+    outcome: Outcome,
+    ms: u64,
+) -> CaseResult {
+    CaseResult {
+        case: name.to_owned(),
+        area: area.to_owned(),
+        clauses: clauses.iter().map(|c| (*c).to_owned()).collect(),
+        profile,
+        outcome,
+        duration: Duration::from_millis(ms),
+    }
+}
+
+/// A run with one result of each kind, fed through the event stream.
+fn results() -> RunResults {
+    let events = vec![
+        RunEvent::RunStarted { cases: 4 },
+        RunEvent::CaseStarted {
+            case: "one-failure-restarts-gang".into(),
+        },
+        RunEvent::CaseFinished(case(
+            "one-failure-restarts-gang",
+            "all-ranks",
+            &["E8", "R3"],
+            Profile::Core,
+            Outcome::Pass,
+            12_300,
+        )),
+        RunEvent::CaseFinished(case(
+            "leader-completes-while-worker-fails",
+            "leader-driven",
+            &["E10", "C2"],
+            Profile::Core,
+            Outcome::Fail(Failure {
+                message: "step 9 (line 41): expectation not met within 20s".into(),
+                diff: Some(
+                    "--- expected\n+++ observed\n objects:\n   PodCliqueScalingGroup job-0-trainer:\n     status:\n-      replicaRestartCounts: [-0-]\n+      replicaRestartCounts: {+1+}\n"
+                        .into(),
+                ),
+                timeline: Some(
+                    "#0    rv 101      harness ADDED    PodCliqueSet job [00000001]\n#1    rv 102      impl    MODIFIED PodCliqueScalingGroup job-0-trainer [00000002] replicaRestartCounts=[1]\n"
+                        .into(),
+                ),
+            }),
+            20_450,
+        )),
+        RunEvent::CaseFinished(case(
+            "attempt-label",
+            "restart-scope",
+            &["R7"],
+            Profile::Extended,
+            Outcome::Skip {
+                reason: "revision grove-pr-728 has no `grove.io/restart-attempt`".into(),
+            },
+            0,
+        )),
+        RunEvent::CaseFinished(case(
+            "success-on-clique-rejected",
+            "validation",
+            &["V1"],
+            Profile::Core,
+            Outcome::Error {
+                message: "failed to create the namespace".into(),
+            },
+            150,
+        )),
+        RunEvent::RunFinished {
+            duration: Duration::from_millis(33_000),
+        },
+    ];
+    let mut recorder = Recorder::new();
+    for e in &events {
+        recorder.on_event(e);
+    }
+    recorder.into_results()
+}
+
+/// 2026-08-13T12:00:00Z: a fixed timestamp keeps the golden file stable.
+fn fixed_time() -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp(1_786_622_400).unwrap()
+}
+
+fn golden(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+}
+
+fn check_golden(name: &str, actual: &str) {
+    let path = golden(name);
+    if std::env::var_os("GROVE_CONFORMANCE_UPDATE_GOLDEN").is_some() {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, actual).unwrap();
+    }
+    let expected = fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        expected == actual,
+        "{} differs (GROVE_CONFORMANCE_UPDATE_GOLDEN=1 rewrites it):\n{}",
+        path.display(),
+        grove_conformance::diff::diff_text(
+            &expected,
+            actual,
+            grove_conformance::diff::Style::Plain
+        )
+    );
+}
+
+#[test]
+fn junit_matches_the_golden_file() {
+    let xml = report::junit(&results(), fixed_time()).unwrap();
+    check_golden("junit.xml", &xml);
+    assert!(xml.contains("<property name=\"clause\" value=\"E10\"/>"));
+    assert!(xml.contains("<failure type=\"fail\""));
+    assert!(xml.contains("<skipped type=\"skip\""));
+    assert!(xml.contains("<error type=\"error\""));
+    assert!(xml.contains("<system-out><![CDATA[#0    rv 101"));
+}
+
+#[test]
+fn junit_is_written_to_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("junit.xml");
+    report::write_junit(&path, &results(), fixed_time()).unwrap();
+    assert!(fs::read_to_string(path).unwrap().starts_with("<?xml"));
+}
+
+#[test]
+fn the_summary_table_lists_every_case() {
+    let table = report::summary_table(&results());
+    check_golden("summary.txt", &table);
+    assert!(table.ends_with("total time 33.0s\n1 passed, 2 failed, 1 skipped\n"));
+}
+
+#[test]
+fn the_conformance_report_aggregates_per_clause_and_profile() {
+    let r = ConformanceReport::new(
+        Implementation {
+            name: "grove-reference-operator".into(),
+            version: "0.1.0".into(),
+        },
+        Revision::Grep0285Review,
+        "2026-08-13T12:00:00Z",
+        &results(),
+    );
+    assert!(!r.conformant());
+    let verdict = |id: &str| r.clauses.iter().find(|c| c.clause == id).unwrap().verdict;
+    assert_eq!(verdict("E8"), "pass");
+    assert_eq!(verdict("E10"), "fail");
+    assert_eq!(verdict("V1"), "fail");
+    assert_eq!(verdict("R7"), "skip");
+    assert_eq!(verdict("B1"), "untested");
+    check_golden("conformance.yaml", &r.to_yaml());
+    check_golden("conformance.md", &r.to_markdown());
+
+    let passing = RunResults {
+        cases: vec![case("a", "x", &["E1"], Profile::Core, Outcome::Pass, 1)],
+        duration: Duration::from_secs(1),
+    };
+    let r = ConformanceReport::new(
+        Implementation {
+            name: "x".into(),
+            version: "1".into(),
+        },
+        Revision::GrovePr728,
+        "d",
+        &passing,
+    );
+    assert!(r.conformant());
+    assert!(
+        r.to_markdown()
+            .contains("| core | conformant | 1 | 0 | 0 | 0 |")
+    );
+}
+
+#[test]
+fn exit_codes_follow_the_documented_table() {
+    assert_eq!(report::exit_code(&results()), report::CASES_ERRORED);
+    let mut r = results();
+    r.cases
+        .retain(|c| !matches!(c.outcome, Outcome::Error { .. }));
+    assert_eq!(report::exit_code(&r), report::CASES_FAILED);
+    r.cases.retain(|c| !matches!(c.outcome, Outcome::Fail(_)));
+    assert_eq!(report::exit_code(&r), report::SUCCESS);
+    r.cases.clear();
+    assert_eq!(report::exit_code(&r), report::NO_CASES);
+    let codes = [
+        report::SUCCESS,
+        report::USAGE,
+        report::CASES_FAILED,
+        report::CASES_ERRORED,
+        report::INVALID_CATALOG,
+        report::SETUP_FAILED,
+        report::NO_CASES,
+    ];
+    let mut distinct = codes.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), codes.len());
+}
+
+#[test]
+fn the_progress_line_writes_one_line_per_case_in_logs() {
+    let mut out = Vec::new();
+    let mut p = ProgressLine::new(&mut out, false);
+    p.on_event(&RunEvent::RunStarted { cases: 2 }).unwrap();
+    p.on_event(&RunEvent::StepStarted {
+        case: "a".into(),
+        index: 0,
+        description: "apply all-ranks".into(),
+    })
+    .unwrap();
+    p.on_event(&RunEvent::CaseFinished(case(
+        "a",
+        "x",
+        &["E1"],
+        Profile::Core,
+        Outcome::Pass,
+        1500,
+    )))
+    .unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), "[1/2] PASS  a (1.5s)\n");
+
+    let mut out = Vec::new();
+    let mut p = ProgressLine::new(&mut out, true);
+    p.on_event(&RunEvent::RunStarted { cases: 2 }).unwrap();
+    p.on_event(&RunEvent::StepStarted {
+        case: "a".into(),
+        index: 2,
+        description: "exit pod job-0-worker/3".into(),
+    })
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "\r\u{1b}[2K[1/2] a: step 3 exit pod job-0-worker/3"
+    );
+}

@@ -97,7 +97,10 @@ fn podclique_spec_rules(kind: Kind, at: Vec<&'static str>, p: &str) -> Vec<Admis
     vec![
         rule(
             "V1",
-            "!has(self.policy) || !has(self.policy.completion) || !has(self.policy.completion.success)".into(),
+            // `success: {}` alone is the defaults marker (V10) and stays valid.
+            "!has(self.policy) || !has(self.policy.completion) || !has(self.policy.completion.success) \
+             || !has(self.policy.completion.success.targetNames)"
+                .into(),
             format!("{p}.policy.completion.success: targetNames is not allowed on a clique (V1)"),
             Some(".policy.completion.success"),
             FORBIDDEN,
@@ -453,3 +456,6 @@ pub const NOT_CEL: &[(&str, &str)] = &[
         "nothing to reject: every field of completion is optional, so {} is valid by schema",
     ),
 ];
+
+#[cfg(test)]
+mod tests;

@@ -126,14 +126,11 @@ fn node_mut<'a>(schema: &'a mut Value, path: &[&str]) -> Option<&'a mut Value> {
 fn strip_pod_spec_descriptions(node: &mut Value) {
     match node {
         Value::Object(map) => {
-            if let Some(Value::Object(props)) = map.get_mut("properties") {
-                if let Some(pod_spec) = props.get_mut("podSpec") {
-                    if let Some(Value::Object(inner)) = pod_spec.get_mut("properties") {
-                        for child in inner.values_mut() {
-                            remove_descriptions(child);
-                        }
-                    }
-                }
+            if let Some(Value::Object(props)) = map.get_mut("properties")
+                && let Some(pod_spec) = props.get_mut("podSpec")
+                && let Some(Value::Object(inner)) = pod_spec.get_mut("properties")
+            {
+                inner.values_mut().for_each(remove_descriptions);
             }
             for v in map.values_mut() {
                 strip_pod_spec_descriptions(v);

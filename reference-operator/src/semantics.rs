@@ -614,7 +614,7 @@ pub fn evaluate_replica(view: &ReplicaView) -> ReplicaDecision {
 /// Whether child `c` is required by the replica's success criterion.
 fn is_required(view: &ReplicaView, c: &ChildView) -> bool {
     match &view.target_names {
-        Some(names) => names.iter().any(|n| *n == c.name),
+        Some(names) => names.contains(&c.name),
         None => c.completion_aware,
     }
 }
@@ -638,13 +638,18 @@ fn first_failed_aware_child(view: &ReplicaView) -> Option<&ChildView> {
         .find(|c| c.completion_aware && c.state == ChildState::Failed)
 }
 
-/// The outcome a replica shows whatever the scope's state (used under a terminal scope).
+/// The outcome a replica shows under a terminal scope. The scope's own outcome is checked
+/// first, so a replica never reads Completed after its failure ended the scope (E6).
 fn derived_outcome(view: &ReplicaView) -> ReplicaOutcome {
+    let failed =
+        || first_failed_aware_child(view).is_some() && view.restart_count >= view.max_restarts;
     if !view.completion_aware {
         ReplicaOutcome::Running
+    } else if view.scope_terminal == Some(Terminal::Failed) && failed() {
+        ReplicaOutcome::Failed
     } else if required_completed(view) {
         ReplicaOutcome::Completed
-    } else if first_failed_aware_child(view).is_some() && view.restart_count >= view.max_restarts {
+    } else if failed() {
         ReplicaOutcome::Failed
     } else {
         ReplicaOutcome::Running

@@ -13,6 +13,8 @@ fn one() -> i32 {
 }
 
 /// Desired state of a PodCliqueScalingGroup.
+// The derive's repeated `printcolumn(type_ = ..)` arguments are not duplicate attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "grove.io",

@@ -11,3 +11,5 @@ pub mod build;
 pub mod crd;
 pub mod names;
 pub mod semantics;
+
+pub use crd::crds;

@@ -1,5 +1,8 @@
 //! The CEL rules evaluated client-side (kube's `cel` feature) against the generated CRD
 //! schemas: every V-clause with a CEL rule is exercised with a rejected and an accepted input.
+//!
+//! The client-side evaluator pairs old and new list items by position where the apiserver
+//! pairs list-map items by key, so transition tests keep the item order of the old object.
 
 use kube::core::cel::Validator;
 use serde_json::{Value, json};

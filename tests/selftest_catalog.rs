@@ -454,6 +454,13 @@ fn the_clause_table_matches_the_spec_when_available() {
         let Some((id, after)) = rest.split_once("**") else {
             continue;
         };
+        let digits = id.trim_start_matches(|c: char| c.is_ascii_uppercase());
+        if digits.is_empty()
+            || digits.len() == id.len()
+            || !digits.chars().all(|c| c.is_ascii_digit())
+        {
+            continue; // a definition such as **Required**, not a clause
+        }
         let provisional = after.trim_start().starts_with("(provisional)");
         found.push((id.to_owned(), provisional));
     }

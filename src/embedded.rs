@@ -1,7 +1,7 @@
 //! The embedded default target: the control plane plus the simulated node fleet, started
 //! together, and a process-wide shared instance for test binaries.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
@@ -47,7 +47,7 @@ pub enum EmbeddedError {
 #[derive(Debug)]
 pub struct EmbeddedCluster {
     /// The node fleet (declared first: it stops before the control plane).
-    pub fleet: Fleet,
+    pub fleet: Arc<Fleet>,
     /// The control plane.
     pub control_plane: ControlPlane,
     /// How long the start took (binaries already present).
@@ -66,7 +66,7 @@ impl EmbeddedCluster {
         let mut cp_options = ControlPlaneOptions::new(binaries);
         cp_options.crds = options.crds;
         let control_plane = ControlPlane::start(cp_options).await?;
-        let fleet = Fleet::start(control_plane.client(), options.fleet.clone()).await?;
+        let fleet = Arc::new(Fleet::start(control_plane.client(), options.fleet.clone()).await?);
         wait_nodes_ready(&control_plane.client(), options.fleet.nodes).await?;
         Ok(EmbeddedCluster {
             fleet,
@@ -78,6 +78,15 @@ impl EmbeddedCluster {
     /// An admin client.
     pub fn client(&self) -> Client {
         self.control_plane.client()
+    }
+
+    /// The handles a run needs.
+    pub fn target(&self) -> crate::runner::TargetHandles {
+        crate::runner::TargetHandles {
+            client: self.client(),
+            kubeconfig: self.control_plane.kubeconfig_path().to_path_buf(),
+            fleet: Some(self.fleet.clone()),
+        }
     }
 }
 

@@ -1,11 +1,20 @@
 //! The `grove-conformance` command line.
 
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
-use grove_conformance::cluster::{ProvisionOptions, provision};
+use clap::{Parser, Subcommand, ValueEnum};
+use grove_conformance::catalog::{self, Profile};
+use grove_conformance::cluster::{ProvisionOptions, process, provision};
 use grove_conformance::embedded::{EmbeddedCluster, EmbeddedOptions, render_error};
 use grove_conformance::kubelet::FleetOptions;
+use grove_conformance::report::{self, ConformanceReport, ProgressLine};
+use grove_conformance::runner::{
+    self, ImplementationSpec, RunSettings, Selection, TargetHandles, target,
+};
+use grove_conformance::vocab::{Revision, Vocabulary};
 
 /// End-to-end conformance suite for Grove job support (GREP-0285).
 #[derive(Debug, Parser)]
@@ -13,6 +22,74 @@ use grove_conformance::kubelet::FleetOptions;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ImplementationKind {
+    /// The reference operator shipped with this suite (one instance per case).
+    Reference,
+    /// Already running in the cluster; cases that pause or crash it are skipped.
+    External,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ProfileArg {
+    Core,
+    Extended,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Folder holding `cases/` and `fixtures/`.
+    #[arg(long, default_value = ".")]
+    catalog: PathBuf,
+    /// Run against the cluster of this kubeconfig instead of the embedded one.
+    #[arg(long, env = "GROVE_CONFORMANCE_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Context of `--kubeconfig` to use (default: its current context).
+    #[arg(long, requires = "kubeconfig")]
+    context: Option<String>,
+    /// Create a kind cluster from kind-config/kind.yaml and run against it (needs Docker).
+    #[arg(long, conflicts_with = "kubeconfig")]
+    kind: bool,
+    /// Keep the kind cluster afterwards.
+    #[arg(long, requires = "kind")]
+    keep_cluster: bool,
+    /// The implementation under test.
+    #[arg(long, value_enum, default_value_t = ImplementationKind::Reference)]
+    implementation: ImplementationKind,
+    /// Run this command as the implementation (with KUBECONFIG set; `{namespace}` and
+    /// `{kubeconfig}` are substituted; with `{namespace}` one instance runs per case).
+    #[arg(long, conflicts_with = "implementation")]
+    implementation_cmd: Option<String>,
+    /// Name and version of the implementation for the report (`name@version`).
+    #[arg(long)]
+    implementation_name: Option<String>,
+    /// Spec revision the implementation follows.
+    #[arg(long, default_value = "grep-0285-review")]
+    revision: Revision,
+    /// Only cases of this profile.
+    #[arg(long, value_enum)]
+    profile: Option<ProfileArg>,
+    /// Only cases whose name contains it, whose area is it, or that cite it as a clause
+    /// (repeatable).
+    #[arg(long)]
+    filter: Vec<String>,
+    /// Cases at once.
+    #[arg(short = 'j', long)]
+    jobs: Option<usize>,
+    /// Where the JUnit XML goes (default: <out>/junit.xml).
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Folder for the JUnit XML, the conformance report and implementation logs.
+    #[arg(long, default_value = "grove-conformance-results")]
+    out: PathBuf,
+    /// Keep each case's namespace afterwards.
+    #[arg(long)]
+    keep_namespaces: bool,
+    /// Do not install the Grove CRDs (the cluster has them already).
+    #[arg(long)]
+    no_install_crds: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -29,11 +106,41 @@ enum Command {
         #[arg(long, default_value_t = 8)]
         nodes: usize,
     },
+    /// Run the catalog against a target and an implementation; print the summary, write
+    /// JUnit and the conformance report.
+    Run(Box<RunArgs>),
+    /// Check the whole catalog; fails when a case is invalid or a core clause is cited by no case.
+    Lint {
+        /// Folder holding `cases/` and `fixtures/`.
+        #[arg(long, default_value = ".")]
+        catalog: PathBuf,
+    },
+    /// Print (or write, or check) the clause → cases coverage table.
+    Coverage {
+        /// Folder holding `cases/` and `fixtures/`.
+        #[arg(long, default_value = ".")]
+        catalog: PathBuf,
+        /// Write it to this file instead of printing it.
+        #[arg(long)]
+        write: Option<PathBuf>,
+        /// Fail when this file differs from the table.
+        #[arg(long, conflicts_with = "write")]
+        check: Option<PathBuf>,
+    },
+    /// Run the reference operator (used as the default implementation under test).
+    #[command(hide = true)]
+    ReferenceOperator {
+        /// Kubeconfig to use (default: in-cluster or the default kubeconfig).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Watch only this namespace.
+        #[arg(long)]
+        namespace: Option<String>,
+    },
 }
 
 /// Readiness probes fail by design while components start; kube's client logs each failure.
-const DEFAULT_LOG_FILTER: &str =
-    "warn,kube_client::client::builder=off,kube_client::client::tls=error";
+const DEFAULT_LOG_FILTER: &str = "warn,kube_client::client::builder=off,kube_client::client::tls=error,kube_client::client=error";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -44,13 +151,36 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match cli.command {
+    let code = match cli.command {
         Command::Setup { no_build } => setup(no_build),
         Command::Up { nodes } => up(nodes),
-    }
+        Command::Run(args) => run(*args),
+        Command::Lint { catalog } => lint(&catalog),
+        Command::Coverage {
+            catalog,
+            write,
+            check,
+        } => coverage(&catalog, write.as_deref(), check.as_deref()),
+        Command::ReferenceOperator {
+            kubeconfig,
+            namespace,
+        } => reference_operator(kubeconfig, namespace),
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-fn setup(no_build: bool) -> ExitCode {
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Runtime::new().expect("failed to build a runtime")
+}
+
+fn reference_operator(kubeconfig: Option<PathBuf>, namespace: Option<String>) -> i32 {
+    // PENDING-CONTROLLER: replaced by grove_reference_operator::controller::run.
+    let _ = (kubeconfig, namespace);
+    eprintln!("error: the reference operator's controllers are not available in this build");
+    report::SETUP_FAILED
+}
+
+fn setup(no_build: bool) -> i32 {
     let options = ProvisionOptions {
         allow_build: !no_build,
         ..ProvisionOptions::default()
@@ -64,20 +194,19 @@ fn setup(no_build: bool) -> ExitCode {
                     binaries.path(component).display()
                 );
             }
-            ExitCode::SUCCESS
+            report::SUCCESS
         }
         Err(err) => {
             eprintln!("error: {}", render_error(&err));
-            ExitCode::from(3)
+            report::SETUP_FAILED
         }
     }
 }
 
-fn up(nodes: usize) -> ExitCode {
-    let runtime = tokio::runtime::Runtime::new().expect("failed to build a runtime");
-    runtime.block_on(async {
+fn up(nodes: usize) -> i32 {
+    runtime().block_on(async {
         let options = EmbeddedOptions {
-            crds: Vec::new(),
+            crds: grove_reference_operator::crds(),
             fleet: FleetOptions {
                 nodes,
                 ..FleetOptions::default()
@@ -88,7 +217,7 @@ fn up(nodes: usize) -> ExitCode {
             Ok(cluster) => cluster,
             Err(err) => {
                 eprintln!("error: {}", render_error(&err));
-                return ExitCode::from(3);
+                return report::SETUP_FAILED;
             }
         };
         println!(
@@ -105,6 +234,261 @@ fn up(nodes: usize) -> ExitCode {
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("stopping");
         drop(cluster);
-        ExitCode::SUCCESS
+        report::SUCCESS
     })
+}
+
+fn load(catalog: &Path) -> Result<catalog::Catalog, i32> {
+    catalog::load_catalog(catalog).map_err(|diagnostics| {
+        eprintln!("{}", catalog::render_diagnostics(&diagnostics));
+        report::INVALID_CATALOG
+    })
+}
+
+fn lint(root: &Path) -> i32 {
+    match catalog::lint(root) {
+        Ok(catalog) => {
+            println!(
+                "catalog ok: {} cases, {} fixtures",
+                catalog.cases.len(),
+                catalog.fixtures.len()
+            );
+            report::SUCCESS
+        }
+        Err(diagnostics) => {
+            eprintln!("{}", catalog::render_diagnostics(&diagnostics));
+            report::INVALID_CATALOG
+        }
+    }
+}
+
+fn coverage(root: &Path, write: Option<&Path>, check: Option<&Path>) -> i32 {
+    let catalog = match load(root) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let table = catalog::coverage(&catalog);
+    if let Some(path) = write {
+        if let Err(e) = std::fs::write(path, &table) {
+            eprintln!("error: failed to write {}: {e}", path.display());
+            return report::SETUP_FAILED;
+        }
+    } else if let Some(path) = check {
+        let current = std::fs::read_to_string(path).unwrap_or_default();
+        if current != table {
+            eprintln!(
+                "error: {} is stale; regenerate it with `grove-conformance coverage --write {}`",
+                path.display(),
+                path.display()
+            );
+            return report::INVALID_CATALOG;
+        }
+    } else {
+        print!("{table}");
+    }
+    report::SUCCESS
+}
+
+fn run(args: RunArgs) -> i32 {
+    let catalog = match load(&args.catalog) {
+        Ok(c) => Arc::new(c),
+        Err(code) => return code,
+    };
+    let selection = Selection {
+        filters: args.filter.clone(),
+        profile: args.profile.map(|p| match p {
+            ProfileArg::Core => Profile::Core,
+            ProfileArg::Extended => Profile::Extended,
+        }),
+    };
+    let cases: Vec<_> = catalog
+        .cases
+        .iter()
+        .filter(|c| selection.selects(c))
+        .cloned()
+        .collect();
+    if cases.is_empty() {
+        eprintln!("error: the filter selected no case");
+        return report::NO_CASES;
+    }
+    let implementation = match (&args.implementation_cmd, args.implementation) {
+        (Some(template), _) => ImplementationSpec::Command {
+            template: template.clone(),
+        },
+        (None, ImplementationKind::External) => ImplementationSpec::External,
+        (None, ImplementationKind::Reference) => {
+            match ImplementationSpec::reference_from_current_exe() {
+                Ok(spec) => spec,
+                Err(e) => {
+                    eprintln!("error: failed to locate this executable: {e}");
+                    return report::SETUP_FAILED;
+                }
+            }
+        }
+    };
+    let (impl_name, impl_version) = match &args.implementation_name {
+        Some(n) => match n.split_once('@') {
+            Some((name, version)) => (name.to_string(), version.to_string()),
+            None => (n.clone(), "unknown".to_string()),
+        },
+        None => match implementation {
+            ImplementationSpec::Reference { .. } => (
+                "grove-reference-operator".to_string(),
+                env!("CARGO_PKG_VERSION").to_string(),
+            ),
+            _ => (implementation.display_name(), "unknown".to_string()),
+        },
+    };
+    if let Err(e) = std::fs::create_dir_all(&args.out) {
+        eprintln!("error: failed to create {}: {e}", args.out.display());
+        return report::SETUP_FAILED;
+    }
+    let settings = RunSettings {
+        implementation,
+        vocab: Vocabulary::new(args.revision),
+        jobs: args.jobs.unwrap_or_else(runner::default_jobs),
+        keep_namespaces: args.keep_namespaces,
+        log_dir: args.out.join("logs"),
+    };
+    let rt = runtime();
+    let results = rt.block_on(async {
+        let scratch = process::temp_dir("run").map_err(|e| {
+            eprintln!("error: failed to create a temporary directory: {e}");
+            report::SETUP_FAILED
+        })?;
+        // The target lives until the run ends; dropping it stops the embedded cluster.
+        let mut embedded = None;
+        let mut kind_cluster = None;
+        let target = if let Some(path) = &args.kubeconfig {
+            let (client, kubeconfig) =
+                target::from_kubeconfig(path, args.context.as_deref(), &scratch)
+                    .await
+                    .map_err(|e| {
+                        eprintln!("error: {}", render_error(&e));
+                        report::SETUP_FAILED
+                    })?;
+            TargetHandles {
+                client,
+                kubeconfig,
+                fleet: None,
+            }
+        } else if args.kind {
+            let kubeconfig = scratch.join("kind-kubeconfig");
+            let config = args.catalog.join("kind-config/kind.yaml");
+            eprintln!(
+                "creating kind cluster grove-conformance from {}",
+                config.display()
+            );
+            target::run_kind(target::kind_create_command(
+                "grove-conformance",
+                &config,
+                &kubeconfig,
+            ))
+            .map_err(|e| {
+                eprintln!("error: {}", render_error(&e));
+                report::SETUP_FAILED
+            })?;
+            kind_cluster = Some("grove-conformance");
+            let (client, kubeconfig) = target::from_kubeconfig(&kubeconfig, None, &scratch)
+                .await
+                .map_err(|e| {
+                eprintln!("error: {}", render_error(&e));
+                report::SETUP_FAILED
+            })?;
+            TargetHandles {
+                client,
+                kubeconfig,
+                fleet: None,
+            }
+        } else {
+            eprintln!("starting the embedded cluster");
+            let options = EmbeddedOptions {
+                crds: grove_reference_operator::crds(),
+                ..EmbeddedOptions::default()
+            };
+            let cluster = EmbeddedCluster::start(options).await.map_err(|e| {
+                eprintln!("error: {}", render_error(&e));
+                report::SETUP_FAILED
+            })?;
+            eprintln!("embedded cluster ready in {:.1?}", cluster.start_duration);
+            let handles = cluster.target();
+            embedded = Some(cluster);
+            handles
+        };
+        if !args.no_install_crds && embedded.is_none() {
+            target::install_crds(&target.client, &grove_reference_operator::crds())
+                .await
+                .map_err(|e| {
+                    eprintln!("error: {}", render_error(&e));
+                    report::SETUP_FAILED
+                })?;
+        }
+        let interactive = std::io::stderr().is_terminal();
+        let mut progress = ProgressLine::new(std::io::stderr(), interactive);
+        let results = runner::run_cases(&target, catalog.clone(), cases, &settings, move |event| {
+            let _ = progress.on_event(event);
+        })
+        .await
+        .map_err(|e| {
+            eprintln!("error: failed to run the cases: {e}");
+            report::SETUP_FAILED
+        });
+        if let Some(cluster) = embedded.take() {
+            if results
+                .as_ref()
+                .is_ok_and(|r| report::exit_code(r) != report::SUCCESS)
+            {
+                cluster.control_plane.mark_failed();
+            }
+            drop(cluster);
+        }
+        if let Some(name) = kind_cluster
+            && !args.keep_cluster
+        {
+            let _ = target::run_kind(target::kind_delete_command(name));
+        }
+        results
+    });
+    let results = match results {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    println!("{}", report::summary_table(&results));
+    let junit_path = args
+        .junit
+        .clone()
+        .unwrap_or_else(|| args.out.join("junit.xml"));
+    if let Err(e) = report::write_junit(
+        &junit_path,
+        &results,
+        junit_report::OffsetDateTime::now_utc(),
+    ) {
+        eprintln!("error: {}", render_error(&e));
+    }
+    let date = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%d")
+        .to_string();
+    let conformance = ConformanceReport::new(
+        report::Implementation {
+            name: impl_name,
+            version: impl_version,
+        },
+        args.revision,
+        &date,
+        &results,
+    );
+    for (file, text) in [
+        ("conformance.yaml", conformance.to_yaml()),
+        ("conformance.md", conformance.to_markdown()),
+    ] {
+        if let Err(e) = std::fs::write(args.out.join(file), text) {
+            eprintln!("error: failed to write {file}: {e}");
+        }
+    }
+    println!(
+        "JUnit: {}  report: {}",
+        junit_path.display(),
+        args.out.join("conformance.md").display()
+    );
+    report::exit_code(&results)
 }

@@ -151,6 +151,8 @@ struct Inner {
     options: FleetOptions,
     state: Mutex<State>,
     actions: Mutex<Vec<HarnessAction>>,
+    /// resourceVersions of the pod writes this fleet made (statuses as the kubelet).
+    writes: Mutex<HashSet<u64>>,
 }
 
 /// The running fleet. Dropping it stops the simulation (the Node objects stay).
@@ -252,6 +254,7 @@ impl Fleet {
                 ..State::default()
             }),
             actions: Mutex::new(Vec::new()),
+            writes: Mutex::new(HashSet::new()),
         });
         let leases = tokio::spawn(renew_leases(inner.clone()));
         let pods = tokio::spawn(watch_pods(inner.clone()));
@@ -348,6 +351,32 @@ impl Fleet {
             .clone()
     }
 
+    /// Whether the pod write with this resourceVersion was made by the fleet (as kubelet).
+    pub fn wrote(&self, resource_version: u64) -> bool {
+        self.inner
+            .writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&resource_version)
+    }
+
+    /// Whether the harness started the deletion of the pod with this uid (delete, evict,
+    /// preempt, force-delete, node loss).
+    pub fn initiated_deletion(&self, uid: &str) -> bool {
+        self.inner
+            .actions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|a| {
+                a.uid == uid
+                    && matches!(
+                        a.action.as_str(),
+                        "evict" | "preempt" | "delete" | "force-delete" | "lose-node"
+                    )
+            })
+    }
+
     fn record(&self, pod: &Pod, action: &str) {
         self.inner
             .actions
@@ -390,7 +419,7 @@ impl Fleet {
             self.inner.with_pod(&pod, |r| r.restarts += 1);
             status::restarted_patch(&pod, &placement, code, restarts, &started_at, &now)
         };
-        patch_pod_status(&self.inner.client, &pod, &patch).await
+        patch_pod_status(&self.inner, &pod, &patch).await
     }
 
     /// Makes a running pod unready (`false`) or ready again (`true`).
@@ -411,7 +440,7 @@ impl Fleet {
             &started_at,
             &now(),
         );
-        patch_pod_status(&self.inner.client, &pod, &patch).await
+        patch_pod_status(&self.inner, &pod, &patch).await
     }
 
     /// Evicts a pod through the policy/v1 Eviction API: the apiserver adds `DisruptionTarget`
@@ -436,7 +465,7 @@ impl Fleet {
             "default-scheduler: preempting to accommodate a higher priority pod",
             &now(),
         );
-        patch_pod_status(&self.inner.client, &pod, &patch).await?;
+        patch_pod_status(&self.inner, &pod, &patch).await?;
         delete_pod(&self.inner.client, &pod, None).await
     }
 
@@ -517,7 +546,7 @@ impl Fleet {
                         "Taint manager: deleting due to NoExecute taint",
                         &now,
                     );
-                    ignore_gone(patch_pod_status(&self.inner.client, &pod, &patch).await)?;
+                    ignore_gone(patch_pod_status(&self.inner, &pod, &patch).await)?;
                     ignore_gone(delete_pod(&self.inner.client, &pod, None).await)?;
                 }
                 NodeLoss::FailedFirst => {
@@ -527,7 +556,7 @@ impl Fleet {
                         &now,
                     );
                     patch["status"]["phase"] = json!("Failed");
-                    ignore_gone(patch_pod_status(&self.inner.client, &pod, &patch).await)?;
+                    ignore_gone(patch_pod_status(&self.inner, &pod, &patch).await)?;
                 }
             }
             ignore_gone(delete_pod(&self.inner.client, &pod, Some(0)).await)?;
@@ -720,13 +749,13 @@ async fn renew_leases(inner: Arc<Inner>) {
 }
 
 async fn patch_pod_status(
-    client: &Client,
+    inner: &Inner,
     pod: &Pod,
     patch: &serde_json::Value,
 ) -> Result<(), FleetError> {
     let namespace = pod.namespace().unwrap_or_default();
     let name = pod.name_any();
-    Api::<Pod>::namespaced(client.clone(), &namespace)
+    let written = Api::<Pod>::namespaced(inner.client.clone(), &namespace)
         .patch_status(
             &name,
             &PatchParams {
@@ -737,6 +766,17 @@ async fn patch_pod_status(
         )
         .await
         .map_err(api_err(format!("write status of pod {namespace}/{name}")))?;
+    if let Some(rv) = written
+        .metadata
+        .resource_version
+        .and_then(|rv| rv.parse::<u64>().ok())
+    {
+        inner
+            .writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(rv);
+    }
     Ok(())
 }
 
@@ -1053,10 +1093,7 @@ async fn start(inner: Arc<Inner>, pod: Pod, placement: Placement) {
         &started_at,
         &started_at,
     );
-    if patch_pod_status(&inner.client, &pod, &creating)
-        .await
-        .is_err()
-    {
+    if patch_pod_status(&inner, &pod, &creating).await.is_err() {
         return;
     }
     let running = status::status_patch(
@@ -1067,10 +1104,7 @@ async fn start(inner: Arc<Inner>, pod: Pod, placement: Placement) {
         &started_at,
         &now(),
     );
-    if patch_pod_status(&inner.client, &pod, &running)
-        .await
-        .is_ok()
-    {
+    if patch_pod_status(&inner, &pod, &running).await.is_ok() {
         inner.with_pod(&pod, |r| {
             if r.stage == Some(Stage::Starting) {
                 r.stage = Some(Stage::Running);
@@ -1124,7 +1158,7 @@ async fn terminate(inner: Arc<Inner>, pod: Pod) {
         );
         // A pod being deleted reaches a terminal phase whatever its restart policy.
         patch["status"]["phase"] = json!("Failed");
-        let _ = patch_pod_status(&inner.client, &pod, &patch).await;
+        let _ = patch_pod_status(&inner, &pod, &patch).await;
     }
     if let Err(err) = delete_pod(&inner.client, &pod, Some(0)).await {
         tracing::debug!(error = %err, "final delete failed");

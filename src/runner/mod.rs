@@ -1,5 +1,14 @@
 //! Running cases against a target and an implementation.
+//!
+//! [`run_cases`] schedules a selection of cases; [`case::run_case`] runs one in its own
+//! namespace under the [`observe::Observer`]'s watches and invariant monitor;
+//! [`implementation`] starts and controls the implementation under test.
 
+pub mod case;
 pub mod implementation;
+pub mod observe;
+mod run;
+pub mod target;
 
 pub use implementation::{ImplementationSpec, Instance};
+pub use run::{RunSettings, Selection, TargetHandles, default_jobs, run_cases};

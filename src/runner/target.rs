@@ -1,0 +1,239 @@
+//! Targets other than the embedded default: an existing cluster named by a kubeconfig (and
+//! optionally a context), or a kind cluster created for the run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::cluster::write_private;
+
+/// Field manager of the harness's own writes.
+pub const HARNESS_MANAGER: &str = "grove-conformance";
+
+/// Errors while preparing a target.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// The kubeconfig could not be read or used.
+    #[error("failed to use kubeconfig {}", path.display())]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A CRD could not be installed.
+    #[error("failed to install CRD {name}")]
+    Crd {
+        /// Its name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// `kind` failed.
+    #[error("failed to run `{command}`: {detail}")]
+    Kind {
+        /// The command line.
+        command: String,
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+/// A client for `context` (or the current context) of a kubeconfig, and a kubeconfig file
+/// whose current context is that one (mode 0600), for the implementation's child process.
+pub async fn from_kubeconfig(
+    path: &Path,
+    context: Option<&str>,
+    scratch: &Path,
+) -> Result<(Client, PathBuf), TargetError> {
+    let err = |source: Box<dyn std::error::Error + Send + Sync>| TargetError::Kubeconfig {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = Kubeconfig::read_from(path).map_err(|e| err(Box::new(e)))?;
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..KubeConfigOptions::default()
+    };
+    let config = Config::from_custom_kubeconfig(file.clone(), &options)
+        .await
+        .map_err(|e| err(Box::new(e)))?;
+    let client = Client::try_from(config).map_err(|e| err(Box::new(e)))?;
+    let Some(context) = context else {
+        return Ok((client, path.to_path_buf()));
+    };
+    file.current_context = Some(context.to_string());
+    let text = serde_yaml::to_string(&file).map_err(|e| err(Box::new(e)))?;
+    let derived = scratch.join("kubeconfig");
+    write_private(&derived, text.as_bytes()).map_err(|e| err(Box::new(e)))?;
+    Ok((client, derived))
+}
+
+/// Installs (server-side apply) the CRDs and waits until they are established.
+pub async fn install_crds(
+    client: &Client,
+    crds: &[CustomResourceDefinition],
+) -> Result<(), TargetError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let crd_err = |source: Box<dyn std::error::Error + Send + Sync>| TargetError::Crd {
+            name: name.clone(),
+            source,
+        };
+        let mut body = serde_json::to_value(crd).map_err(|e| crd_err(Box::new(e)))?;
+        body["apiVersion"] = "apiextensions.k8s.io/v1".into();
+        body["kind"] = "CustomResourceDefinition".into();
+        api.patch(
+            &name,
+            &PatchParams::apply(HARNESS_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .map_err(|e| crd_err(Box::new(e)))?;
+        let established = kube::runtime::wait::await_condition(
+            api.clone(),
+            &name,
+            kube::runtime::conditions::is_crd_established(),
+        );
+        tokio::time::timeout(Duration::from_secs(60), established)
+            .await
+            .map_err(|e| crd_err(Box::new(e)))?
+            .map_err(|e| crd_err(Box::new(e)))?;
+    }
+    Ok(())
+}
+
+/// The `kind create cluster` command for `config`, writing its kubeconfig to `kubeconfig`.
+pub fn kind_create_command(name: &str, config: &Path, kubeconfig: &Path) -> Command {
+    let mut command = Command::new("kind");
+    command
+        .args(["create", "cluster", "--name", name, "--config"])
+        .arg(config)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--wait", "180s"]);
+    command
+}
+
+/// The `kind delete cluster` command.
+pub fn kind_delete_command(name: &str) -> Command {
+    let mut command = Command::new("kind");
+    command.args(["delete", "cluster", "--name", name]);
+    command
+}
+
+/// Runs a kind command, turning a missing binary or a failure into a clear error.
+pub fn run_kind(mut command: Command) -> Result<(), TargetError> {
+    let line = format!(
+        "{} {}",
+        command.get_program().to_string_lossy(),
+        command
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let output = command.output().map_err(|e| TargetError::Kind {
+        command: line.clone(),
+        detail: if e.kind() == std::io::ErrorKind::NotFound {
+            "`kind` is not installed (it also needs a running Docker engine)".into()
+        } else {
+            e.to_string()
+        },
+    })?;
+    if !output.status.success() {
+        return Err(TargetError::Kind {
+            command: line,
+            detail: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(command: &Command) -> Vec<String> {
+        command
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn kind_commands_name_the_cluster_config_and_kubeconfig() {
+        let create =
+            kind_create_command("gc", Path::new("kind-config/kind.yaml"), Path::new("/t/kc"));
+        assert_eq!(create.get_program(), "kind");
+        assert_eq!(
+            args(&create),
+            [
+                "create",
+                "cluster",
+                "--name",
+                "gc",
+                "--config",
+                "kind-config/kind.yaml",
+                "--kubeconfig",
+                "/t/kc",
+                "--wait",
+                "180s"
+            ]
+        );
+        assert_eq!(
+            args(&kind_delete_command("gc")),
+            ["delete", "cluster", "--name", "gc"]
+        );
+    }
+
+    #[test]
+    fn a_missing_kind_binary_is_a_clear_error() {
+        let mut command = Command::new("kind-binary-that-does-not-exist");
+        command.arg("version");
+        let err = run_kind(command).unwrap_err().to_string();
+        assert!(err.contains("not installed"), "{err}");
+    }
+
+    #[test]
+    fn the_shipped_kind_config_parses_and_names_the_cluster() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/kind-config/kind.yaml"
+        ))
+        .unwrap();
+        let config: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(config["kind"], "Cluster");
+        assert_eq!(config["name"], "grove-conformance");
+        assert!(config["nodes"].as_array().unwrap().len() >= 2);
+    }
+
+    #[tokio::test]
+    async fn a_context_is_written_into_a_private_kubeconfig() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: a\n  cluster: {server: 'https://127.0.0.1:1'}\n- name: b\n  cluster: {server: 'https://127.0.0.1:2'}\nusers:\n- name: u\n  user: {token: t}\ncontexts:\n- name: ca\n  context: {cluster: a, user: u}\n- name: cb\n  context: {cluster: b, user: u}\ncurrent-context: ca\n",
+        )
+        .unwrap();
+        let (_client, derived) = from_kubeconfig(&path, Some("cb"), dir.path())
+            .await
+            .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&derived).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let text = std::fs::read_to_string(&derived).unwrap();
+        assert!(text.contains("current-context: cb"), "{text}");
+    }
+}

@@ -189,13 +189,8 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
             message: format!("failed to create namespace {namespace}: {e}"),
         };
     }
-    let observer = Observer::start(
-        run.client.clone(),
-        &namespace,
-        run.vocab,
-        run.fleet.clone(),
-    )
-    .await;
+    let observer =
+        Observer::start(run.client.clone(), &namespace, run.vocab, run.fleet.clone()).await;
     let log = run.log_dir.join(format!("{}.log", case.name));
     let instance = if run.implementation.per_case() {
         match Instance::start(&run.implementation, &run.kubeconfig, Some(&namespace), &log) {

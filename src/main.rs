@@ -174,10 +174,17 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn reference_operator(kubeconfig: Option<PathBuf>, namespace: Option<String>) -> i32 {
-    // PENDING-CONTROLLER: replaced by grove_reference_operator::controller::run.
-    let _ = (kubeconfig, namespace);
-    eprintln!("error: the reference operator's controllers are not available in this build");
-    report::SETUP_FAILED
+    let options = grove_reference_operator::controller::RunOptions {
+        kubeconfig,
+        namespace,
+    };
+    match runtime().block_on(grove_reference_operator::controller::run(options)) {
+        Ok(()) => report::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {}", render_error(&err));
+            1
+        }
+    }
 }
 
 fn setup(no_build: bool) -> i32 {

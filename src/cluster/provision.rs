@@ -465,7 +465,7 @@ fn build(root: &Path, progress: bool) -> Result<(), ProvisionError> {
         log_path,
         progress,
         started: Instant::now(),
-        steps: 6,
+        steps: 5,
         step: 0,
     };
 

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{EnvVar, Pod, PodSchedulingGate, PodSpec};
+use k8s_openapi::api::core::v1::{EnvVar, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::SignedDuration;
 use kube::Resource;
@@ -388,9 +388,10 @@ fn group_config<'a>(
 
 /// Pod `index` of `pclq`: `generateName: <podclique>-`, the PodClique's labels plus
 /// `grove.io/podclique`, `grove.io/podclique-pod-index`, `grove.io/podgang` (B2), hostname
-/// `<podclique>-<index>` and subdomain `<pcs>-<i>`, the GROVE_* env vars, the PodGang
-/// scheduling gate (R8), `restartPolicy: Never` when the clique is completion-aware (V5), and
-/// a controller owner reference to the PodClique (B3).
+/// `<podclique>-<index>` and subdomain `<pcs>-<i>`, the GROVE_* env vars, `restartPolicy:
+/// Never` when the clique is completion-aware (V5), and a controller owner reference to the
+/// PodClique (B3). Without the PodGang scheduling gate: this operator creates no PodGangs
+/// (R8, provisional), so nothing would lift it.
 pub fn pod(pclq: &PodClique, index: u32, ctx: &PodContext) -> Result<Pod, BuildError> {
     let owner = owner_ref(pclq, "PodClique")?;
     let name = pclq.metadata.name.clone().unwrap_or_default();
@@ -437,11 +438,10 @@ pub fn pod(pclq: &PodClique, index: u32, ctx: &PodContext) -> Result<Pod, BuildE
         vars.retain(|v| !env.iter().any(|e| e.name == v.name));
         vars.extend(env.iter().cloned());
     }
-    let gates = spec.scheduling_gates.get_or_insert_with(Vec::new);
-    if !gates.iter().any(|g| g.name == SCHEDULING_GATE_PODGANG) {
-        gates.push(PodSchedulingGate {
-            name: SCHEDULING_GATE_PODGANG.into(),
-        });
+    // No PodGangs here, so nothing would ever lift upstream's PodGang scheduling gate (R8 is
+    // provisional): pods are created schedulable, and a gate copied from the template goes.
+    if let Some(gates) = spec.scheduling_gates.as_mut() {
+        gates.retain(|g| g.name != SCHEDULING_GATE_PODGANG);
     }
     if pclq.spec.is_completion_aware() {
         spec.restart_policy = Some("Never".into());

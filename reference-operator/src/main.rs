@@ -1,15 +1,14 @@
 //! `grove-reference-operator`: the reference operator binary.
 //!
-//! `crdgen [--out DIR]` writes the CRDs (default: the crate's committed `crds/`); `run` will
-//! start the controllers.
+//! `crdgen [--out DIR]` writes the CRDs (default: the crate's committed `crds/`);
+//! `run [--kubeconfig FILE] [--namespace NS]` runs the controllers until SIGTERM/SIGINT.
+//! Logs go to stderr; `RUST_LOG` filters them (default `info`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
-/// Exit code when a subcommand is not available yet.
-const EXIT_NOT_IMPLEMENTED: u8 = 3;
+use grove_reference_operator::controller::{self, RunOptions};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -31,7 +30,10 @@ enum Command {
     },
     /// Run the controllers.
     Run {
-        /// Watch only this namespace.
+        /// Kubeconfig to use (default: in-cluster, then `KUBECONFIG`, then `~/.kube/config`).
+        #[arg(long, env = "KUBECONFIG")]
+        kubeconfig: Option<PathBuf>,
+        /// Watch and act in this namespace only.
         #[arg(long)]
         namespace: Option<String>,
     },
@@ -45,9 +47,23 @@ fn main() -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { namespace: _ } => {
-            eprintln!("grove-reference-operator: run is not implemented yet");
-            Ok(ExitCode::from(EXIT_NOT_IMPLEMENTED))
+        Command::Run {
+            kubeconfig,
+            namespace,
+        } => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| "info".into()),
+                )
+                .with_writer(std::io::stderr)
+                .init();
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(controller::run(RunOptions {
+                kubeconfig,
+                namespace,
+            }))?;
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

@@ -46,7 +46,8 @@ pub const LABEL_PODGANG: &str = "grove.io/podgang";
 /// so a PodClique recreated under the same name never adopts the pods of an older attempt.
 pub const LABEL_RESTART_ATTEMPT: &str = "grove.io/restart-attempt";
 
-/// Scheduling gate every pod is created with until its PodGang lists it (R8).
+/// Upstream's scheduling gate, held until a pod's PodGang lists it (R8). This operator creates no
+/// PodGangs, so it never sets the gate.
 pub const SCHEDULING_GATE_PODGANG: &str = "grove.io/podgang-pending-creation";
 
 /// Finalizer upstream puts on a PodCliqueSet.
@@ -87,6 +88,15 @@ pub const REASON_SCHEDULED_REPLICAS_BELOW_MIN_AVAILABLE: &str =
     "ScheduledReplicasBelowMinAvailable";
 /// `MinAvailableBreached=False` while no pod is scheduled yet (nothing to terminate).
 pub const REASON_INSUFFICIENT_SCHEDULED_PODS: &str = "InsufficientScheduledPods";
+/// PCSG `MinAvailableBreached=True`: fewer available replicas than `minAvailable`.
+pub const REASON_INSUFFICIENT_AVAILABLE_PCSG_REPLICAS: &str =
+    "InsufficientAvailablePodCliqueScalingGroupReplicas";
+/// PCSG `MinAvailableBreached=False`: enough available replicas.
+pub const REASON_SUFFICIENT_AVAILABLE_PCSG_REPLICAS: &str =
+    "SufficientAvailablePodCliqueScalingGroupReplicas";
+/// PCSG `MinAvailableBreached=False` while fewer replicas than `minAvailable` are scheduled.
+pub const REASON_INSUFFICIENT_SCHEDULED_PCSG_REPLICAS: &str =
+    "InsufficientScheduledPodCliqueScalingGroupReplicas";
 
 // ---------------------------------------------------------------------------------------------
 // Event reasons (EV1–EV4).
@@ -99,6 +109,11 @@ pub const EVENT_JOB_FAILED: &str = "JobFailed";
 pub const EVENT_GANG_RESTART_TRIGGERED: &str = "GangRestartTriggered";
 /// Warning event on a PCSG/PCS when a replica runs out of budget (EV4).
 pub const EVENT_RESTART_BUDGET_EXHAUSTED: &str = "RestartBudgetExhausted";
+/// Upstream's event on the PCS after a regular gang termination of a PCSG replica (R5).
+pub const EVENT_PCSG_REPLICA_DELETE_SUCCESSFUL: &str =
+    "PodCliqueScalingGroupReplicaDeleteSuccessful";
+/// Upstream's event on the PCS after a regular gang termination of a PCS replica (R5).
+pub const EVENT_PCS_REPLICA_DELETE_SUCCESSFUL: &str = "PodCliqueSetReplicaDeleteSuccessful";
 
 // ---------------------------------------------------------------------------------------------
 // Env vars injected into every pod container (grove-api.md).

@@ -121,6 +121,17 @@ pub struct PodCliqueStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::free_form_list")]
     pub last_errors: Option<serde_json::Value>,
+    /// Pod indices a pod was created for (completion-aware cliques only, not upstream): an
+    /// index created and gone before Succeeded is a lost pod (E3), an index never created is
+    /// still to create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096), inner(range(min = 0)))]
+    pub created_pod_indices: Option<Vec<i32>>,
+    /// Pod indices whose pod was seen Succeeded (completion-aware cliques only, not upstream),
+    /// so a succeeded pod that later vanishes still counts towards completion (E1, C7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096), inner(range(min = 0)))]
+    pub succeeded_pod_indices: Option<Vec<i32>>,
 }
 
 impl PodCliqueSpec {

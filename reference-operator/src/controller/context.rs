@@ -1,0 +1,337 @@
+//! What every reconcile shares: the client, one cache per kind, the event recorder, and the
+//! requests every controller makes the same way: status through the status subresource with
+//! one field manager, guarded deletes, idempotent creates, live reads for the C4 guard.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::conditions;
+use super::error::{Error, api_error};
+use crate::api::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
+use crate::names::{
+    API_VERSION, FIELD_MANAGER, KIND_PCS, KIND_PCSG, LABEL_PCS_REPLICA_INDEX,
+    LABEL_PCSG_REPLICA_INDEX, LABEL_PODCLIQUE, LABEL_RESTART_ATTEMPT,
+};
+use crate::semantics::{parse_attempt_label, restart_count};
+
+/// The shared state of the three controllers.
+pub struct Context {
+    pub(super) client: Client,
+    pub(super) pods: Store<Pod>,
+    pub(super) podcliques: Store<PodClique>,
+    pub(super) scaling_groups: Store<PodCliqueScalingGroup>,
+    pub(super) podcliquesets: Store<PodCliqueSet>,
+    pub(super) recorder: Recorder,
+}
+
+/// What a delete must still find to go ahead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Guard {
+    /// The same object (uid): never a successor created under the same name.
+    Uid,
+    /// The same object at the version that was evaluated: a child that reached a terminal
+    /// state since is re-evaluated instead of deleted.
+    Version,
+}
+
+/// A namespaced kind the controllers read and write.
+pub(super) trait Kind:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + DeserializeOwned
+    + Serialize
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Kind for K where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Serialize
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+fn kind<K: Kind>() -> String {
+    K::kind(&()).into_owned()
+}
+
+impl Context {
+    /// Waits until every cache holds a complete first listing: deciding on a partial view
+    /// would create what exists or count as lost what was never seen.
+    pub(super) async fn ready(&self) {
+        let _ = futures::join!(
+            self.pods.wait_until_ready(),
+            self.podcliques.wait_until_ready(),
+            self.scaling_groups.wait_until_ready(),
+            self.podcliquesets.wait_until_ready(),
+        );
+    }
+
+    fn api<K: Kind>(&self, namespace: &str) -> Api<K> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// The cached object `namespace/name`.
+    pub(super) fn cached<K: Kind>(store: &Store<K>, namespace: &str, name: &str) -> Option<Arc<K>> {
+        store.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The cached pods whose controller is the PodClique with `uid`.
+    pub(super) fn cached_pods(&self, uid: &str) -> Vec<Arc<Pod>> {
+        self.pods.state_filter(|p| owned_by(p.meta(), uid))
+    }
+
+    /// The PodClique and its pods, read from the apiserver (not the caches).
+    pub(super) async fn live_podclique(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<(PodClique, Vec<Pod>)>, Error> {
+        let Some(pclq) = self.get::<PodClique>(namespace, name).await? else {
+            return Ok(None);
+        };
+        let uid = pclq.uid().unwrap_or_default();
+        let pods = self
+            .api::<Pod>(namespace)
+            .list(&ListParams::default().labels(&format!("{LABEL_PODCLIQUE}={name}")))
+            .await
+            .map_err(api_error("list pods of", "PodClique".into(), name))?
+            .items
+            .into_iter()
+            .filter(|p| owned_by(p.meta(), &uid))
+            .collect();
+        Ok(Some((pclq, pods)))
+    }
+
+    /// `namespace/name`, read from the apiserver; `None` when it does not exist.
+    pub(super) async fn get<K: Kind>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<K>, Error> {
+        self.api::<K>(namespace)
+            .get_opt(name)
+            .await
+            .map_err(api_error("get", kind::<K>(), name))
+    }
+
+    /// Creates `obj`; `None` when an object of that name already exists (creation by
+    /// deterministic name is idempotent).
+    pub(super) async fn create<K: Kind>(
+        &self,
+        namespace: &str,
+        obj: &K,
+    ) -> Result<Option<K>, Error> {
+        let name = obj
+            .meta()
+            .name
+            .clone()
+            .or_else(|| obj.meta().generate_name.clone())
+            .unwrap_or_default();
+        match self
+            .api::<K>(namespace)
+            .create(&PostParams::default(), obj)
+            .await
+        {
+            Ok(created) => Ok(Some(created)),
+            Err(kube::Error::Api(s)) if s.reason == "AlreadyExists" => Ok(None),
+            Err(e) => Err(api_error("create", kind::<K>(), &name)(e)),
+        }
+    }
+
+    /// Replaces the status of `obj` by `status` (server-side apply on the status subresource,
+    /// one field manager). With `guarded`, the write carries `obj`'s resourceVersion, so a
+    /// decision made on a stale read fails with [`Error::Conflict`] instead of landing.
+    pub(super) async fn apply_status<K: Kind>(
+        &self,
+        obj: &K,
+        status: &impl Serialize,
+        guarded: bool,
+    ) -> Result<K, Error> {
+        let name = obj.name_any();
+        let mut metadata = serde_json::json!({ "name": name });
+        if guarded {
+            metadata["resourceVersion"] = obj.resource_version().into();
+        }
+        let patch = serde_json::json!({
+            "apiVersion": API_VERSION,
+            "kind": kind::<K>(),
+            "metadata": metadata,
+            "status": status,
+        });
+        self.api::<K>(&obj.namespace().unwrap_or_default())
+            .patch_status(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(api_error("write the status of", kind::<K>(), &name))
+    }
+
+    /// Deletes `obj` gracefully (its own grace period, never forced: C6). An object already
+    /// gone, or replaced by another of the same name, counts as deleted; with
+    /// [`Guard::Version`] an object that changed since it was read is [`Error::Conflict`].
+    pub(super) async fn delete<K: Kind>(&self, obj: &K, guard: Guard) -> Result<(), Error> {
+        let name = obj.name_any();
+        let preconditions = Preconditions {
+            uid: obj.uid(),
+            resource_version: (guard == Guard::Version)
+                .then(|| obj.resource_version())
+                .flatten(),
+        };
+        let params = DeleteParams {
+            preconditions: Some(preconditions),
+            ..DeleteParams::default()
+        };
+        let result = self
+            .api::<K>(&obj.namespace().unwrap_or_default())
+            .delete(&name, &params)
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 && guard == Guard::Uid => Ok(()),
+            Err(e) => Err(api_error("delete", kind::<K>(), &name)(e)),
+        }
+    }
+
+    /// Publishes an event on `obj` (best effort: a lost event never blocks a decision).
+    pub(super) async fn publish<K: Kind>(
+        &self,
+        obj: &K,
+        warning: bool,
+        reason: &str,
+        note: String,
+        related: Option<ObjectReference>,
+    ) {
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: related,
+        };
+        if let Err(error) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+            tracing::warn!(reason, object = %obj.name_any(), %error, "failed to publish an event");
+        }
+    }
+
+    /// C4: whether the scope that `meta` lives in is open for creation, read live up the
+    /// ownership chain: every parent exists with the owner's uid, is not being deleted, is not
+    /// terminal, and still runs the attempt that `meta` carries (a restart persisted since
+    /// means `meta` is an old attempt whose children must not be made).
+    pub(super) async fn scope_open(
+        &self,
+        namespace: &str,
+        meta: &ObjectMeta,
+    ) -> Result<bool, Error> {
+        let mut link = parent_link(meta);
+        while let Some(l) = link {
+            let (parent, conditions, counts) = match l.kind.as_str() {
+                KIND_PCSG => match self
+                    .get::<PodCliqueScalingGroup>(namespace, &l.name)
+                    .await?
+                {
+                    Some(g) => {
+                        let s = g.status.unwrap_or_default();
+                        (g.metadata, s.conditions, s.replica_restart_counts)
+                    }
+                    None => return Ok(false),
+                },
+                _ => match self.get::<PodCliqueSet>(namespace, &l.name).await? {
+                    Some(p) => {
+                        let s = p.status.unwrap_or_default();
+                        (p.metadata, s.conditions, s.replica_restart_counts)
+                    }
+                    None => return Ok(false),
+                },
+            };
+            let open = parent.uid.as_deref() == Some(l.uid.as_str())
+                && parent.deletion_timestamp.is_none()
+                && conditions::terminal(conditions.as_deref().unwrap_or_default()).is_none()
+                && Some(restart_count(
+                    counts.as_deref().unwrap_or_default(),
+                    l.replica,
+                )) == l.attempt;
+            if !open {
+                return Ok(false);
+            }
+            link = parent_link(&parent);
+        }
+        Ok(true)
+    }
+}
+
+/// An object's place under its parent: which parent, which replica of it, which attempt.
+struct ParentLink {
+    kind: String,
+    name: String,
+    uid: String,
+    replica: usize,
+    attempt: Option<u32>,
+}
+
+fn parent_link(meta: &ObjectMeta) -> Option<ParentLink> {
+    let owner = controller_of(meta)?;
+    let label = match owner.kind.as_str() {
+        KIND_PCSG => LABEL_PCSG_REPLICA_INDEX,
+        KIND_PCS => LABEL_PCS_REPLICA_INDEX,
+        _ => return None,
+    };
+    let labels = meta.labels.as_ref();
+    Some(ParentLink {
+        kind: owner.kind.clone(),
+        name: owner.name.clone(),
+        uid: owner.uid.clone(),
+        replica: labels
+            .and_then(|l| l.get(label))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(usize::MAX),
+        attempt: parse_attempt_label(
+            labels
+                .and_then(|l| l.get(LABEL_RESTART_ATTEMPT))
+                .map(String::as_str),
+        ),
+    })
+}
+
+/// The controller owner reference of an object.
+pub(super) fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
+        .as_deref()?
+        .iter()
+        .find(|o| o.controller == Some(true))
+}
+
+/// Whether the object's controller is the object with `uid`.
+pub(super) fn owned_by(meta: &ObjectMeta, uid: &str) -> bool {
+    controller_of(meta).is_some_and(|o| o.uid == uid)
+}
+
+/// A label value of an object.
+pub(super) fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
+}

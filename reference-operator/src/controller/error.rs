@@ -1,0 +1,72 @@
+//! Errors of the controllers and of [`super::run`].
+
+use crate::build::BuildError;
+
+/// What can go wrong while running the controllers or reconciling one object.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No usable client configuration (kubeconfig, in-cluster or default).
+    #[error("failed to load the client configuration")]
+    Config(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The client could not be built from the configuration.
+    #[error("failed to build the client")]
+    Client(#[source] kube::Error),
+    /// An API request failed.
+    #[error("failed to {verb} {kind} {name}")]
+    Api {
+        /// What was attempted (`create`, `delete`, `apply status of`, ...).
+        verb: &'static str,
+        /// Kind of the object.
+        kind: String,
+        /// Name of the object.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The object changed since it was read (a resourceVersion precondition failed): look
+    /// again rather than act on a stale view.
+    #[error("failed to {verb} {kind} {name}: it changed since it was read")]
+    Conflict {
+        /// What was attempted.
+        verb: &'static str,
+        /// Kind of the object.
+        kind: String,
+        /// Name of the object.
+        name: String,
+    },
+    /// A child could not be built from the template.
+    #[error("failed to build the children of {name}")]
+    Build {
+        /// The parent.
+        name: String,
+        /// The cause.
+        #[source]
+        source: BuildError,
+    },
+}
+
+impl Error {
+    /// Whether a quick retry is the right answer (a stale read, not a broken request).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Conflict { .. })
+    }
+}
+
+/// `Err(kube::Error)` of one request to [`Error`]: 409 becomes [`Error::Conflict`].
+pub(super) fn api_error(
+    verb: &'static str,
+    kind: String,
+    name: &str,
+) -> impl FnOnce(kube::Error) -> Error {
+    let name = name.to_string();
+    move |source| match &source {
+        kube::Error::Api(status) if status.code == 409 => Error::Conflict { verb, kind, name },
+        _ => Error::Api {
+            verb,
+            kind,
+            name,
+            source,
+        },
+    }
+}

@@ -1,0 +1,15 @@
+//! The controllers: kube-runtime `Controller`s for PodCliqueSet, PodCliqueScalingGroup and
+//! PodClique, carrying out the decisions of [`crate::semantics`] on the children built by
+//! [`crate::build`].
+
+mod conditions;
+mod context;
+mod error;
+mod pcs;
+mod pcsg;
+mod podclique;
+mod run;
+mod scope;
+
+pub use error::Error;
+pub use run::{RunOptions, run, run_until};

@@ -1,0 +1,351 @@
+//! The PodClique controller: the pods of one clique (B2, B4, B5), its terminal condition
+//! (E1–E6), the cleanup of a terminal clique (C1, C6) and, on regular cliques,
+//! `MinAvailableBreached` (E4).
+//!
+//! Decisions are made on the caches. The two that a stale cache would turn into a wrong
+//! action are confirmed on a live read first: creating pods (a cached view may lag behind
+//! pods just created, or behind a scope that turned terminal: C4) and inferring a lost pod
+//! from its absence (E3: the cache may not show a pod created a moment ago).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+
+use super::conditions::{self, Desired};
+use super::context::{Context, Guard, controller_of, label};
+use super::error::Error;
+use super::scope::{PARALLEL_REQUESTS, STALE_RETRY};
+use crate::api::{PodClique, PodCliqueStatus};
+use crate::build;
+use crate::names::{
+    CONDITION_MIN_AVAILABLE_BREACHED, EVENT_JOB_COMPLETED, EVENT_JOB_FAILED, KIND_PCSG,
+    LABEL_POD_INDEX, LABEL_PODCLIQUE, REASON_POD_FAILED, REASON_POD_LOST,
+};
+use crate::semantics::{
+    Breach, FailureCause, PodCliqueDecision, PodCliqueOutcome, PodCliqueView, PodPhase, PodView,
+    evaluate_podclique,
+};
+
+/// How often a quiet object is looked at again anyway.
+pub(super) const RESYNC: Duration = Duration::from_secs(300);
+
+/// Reconciles one PodClique.
+pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.ready().await;
+    if pclq.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let cached = ctx.cached_pods(&pclq.uid().unwrap_or_default());
+    let pods: Vec<&Pod> = cached.iter().map(AsRef::as_ref).collect();
+    let decision = evaluate_podclique(&view(&pclq, &pods));
+    let confirm = !decision.create.is_empty()
+        || decision.outcome == Some(PodCliqueOutcome::Failed(FailureCause::PodLost));
+    if !confirm {
+        return act(&ctx, &pclq, &pods, decision, Vec::new()).await;
+    }
+
+    // Confirm on a live read, and guard creation (C4).
+    let namespace = pclq.namespace().unwrap_or_default();
+    let Some((fresh, live)) = ctx.live_podclique(&namespace, &pclq.name_any()).await? else {
+        return Ok(Action::await_change());
+    };
+    if fresh.uid() != pclq.uid() || fresh.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let pods: Vec<&Pod> = live.iter().collect();
+    let mut decision = evaluate_podclique(&view(&fresh, &pods));
+    let wanted = std::mem::take(&mut decision.create);
+    let mut created = Vec::new();
+    let open = wanted.is_empty() || ctx.scope_open(&namespace, &fresh.metadata).await?;
+    if open && !wanted.is_empty() {
+        created = create_pods(&ctx, &fresh, &wanted).await?;
+    }
+    let short = open && created.len() < wanted.len();
+    let action = act(&ctx, &fresh, &pods, decision, created).await?;
+    // Parents not cached yet, or a create failed: look again soon.
+    Ok(if short {
+        Action::requeue(Duration::from_secs(1))
+    } else {
+        action
+    })
+}
+
+/// Writes the status, publishes the event of a new outcome, then deletes (O1).
+async fn act(
+    ctx: &Context,
+    pclq: &PodClique,
+    pods: &[&Pod],
+    decision: PodCliqueDecision,
+    created: Vec<u32>,
+) -> Result<Action, Error> {
+    let status = desired_status(pclq, pods, &decision, &created);
+    let current = pclq.status.clone().unwrap_or_default();
+    if !same_status(&current, &status) {
+        ctx.apply_status(pclq, &status, true).await?;
+    }
+    match decision.outcome {
+        Some(PodCliqueOutcome::Completed) => {
+            let note = format!("all {} pods succeeded", pclq.spec.replicas);
+            ctx.publish(pclq, false, EVENT_JOB_COMPLETED, note, None)
+                .await;
+        }
+        Some(PodCliqueOutcome::Failed(cause)) => {
+            ctx.publish(
+                pclq,
+                true,
+                EVENT_JOB_FAILED,
+                failure_message(cause, pods, pclq),
+                None,
+            )
+            .await;
+        }
+        None => {}
+    }
+    let doomed: Vec<Pod> = pods
+        .iter()
+        .filter(|p| decision.delete.contains(&p.name_any()))
+        .map(|&p| p.clone())
+        .collect();
+    let results: Vec<Result<(), Error>> = futures::stream::iter(doomed)
+        .map(|p| async move { ctx.delete(&p, Guard::Version).await })
+        .buffer_unordered(PARALLEL_REQUESTS)
+        .collect()
+        .await;
+    match results.into_iter().find_map(Result::err) {
+        Some(e) if e.is_conflict() => Ok(Action::requeue(STALE_RETRY)),
+        Some(e) => Err(e),
+        None => Ok(Action::requeue(RESYNC)),
+    }
+}
+
+/// Creates the pods of `indices`; returns the indices created. Pods of a completion-aware
+/// clique are recorded in status right after, so a pod that vanishes later is known lost.
+async fn create_pods(ctx: &Context, pclq: &PodClique, indices: &[u32]) -> Result<Vec<u32>, Error> {
+    let namespace = pclq.namespace().unwrap_or_default();
+    let Some(pod_context) = pod_context(ctx, pclq)? else {
+        return Ok(Vec::new());
+    };
+    let pods = indices
+        .iter()
+        .map(|&i| build::pod(pclq, i, &pod_context).map(|p| (i, p)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| Error::Build {
+            name: pclq.name_any(),
+            source,
+        })?;
+    let results: Vec<(u32, Result<Option<Pod>, Error>)> = futures::stream::iter(pods)
+        .map(|(i, pod)| {
+            let namespace = &namespace;
+            async move { (i, ctx.create(namespace, &pod).await) }
+        })
+        .buffer_unordered(PARALLEL_REQUESTS)
+        .collect()
+        .await;
+    let mut created = Vec::new();
+    for (i, result) in results {
+        match result {
+            Ok(_) => created.push(i),
+            Err(error) => tracing::warn!(pod_index = i, %error, "failed to create a pod"),
+        }
+    }
+    Ok(created)
+}
+
+/// Where the clique sits, from the cached parents; `None` while they are not cached yet.
+fn pod_context(ctx: &Context, pclq: &PodClique) -> Result<Option<build::PodContext>, Error> {
+    let namespace = pclq.namespace().unwrap_or_default();
+    let Some(owner) = controller_of(&pclq.metadata) else {
+        return Ok(None);
+    };
+    let (pcs_name, pcsg) = if owner.kind == KIND_PCSG {
+        let Some(group) = Context::cached(&ctx.scaling_groups, &namespace, &owner.name) else {
+            return Ok(None);
+        };
+        let Some(pcs_owner) = controller_of(&group.metadata) else {
+            return Ok(None);
+        };
+        (pcs_owner.name.clone(), Some(group))
+    } else {
+        (owner.name.clone(), None)
+    };
+    let Some(pcs) = Context::cached(&ctx.podcliquesets, &namespace, &pcs_name) else {
+        return Ok(None);
+    };
+    build::pod_context(&pcs, pclq, pcsg.as_deref())
+        .map(Some)
+        .map_err(|source| Error::Build {
+            name: pclq.name_any(),
+            source,
+        })
+}
+
+/// The semantics module's view of a clique and its pods (pods of this PodClique object only:
+/// an older PodClique of the same name owned other pods).
+fn view(pclq: &PodClique, pods: &[&Pod]) -> PodCliqueView {
+    let status = pclq.status.as_ref();
+    let recorded = |list: Option<&Vec<i32>>| -> BTreeSet<u32> {
+        list.into_iter()
+            .flatten()
+            .filter_map(|&i| u32::try_from(i).ok())
+            .collect()
+    };
+    let pods: Vec<PodView> = pods.iter().filter_map(|p| pod_view(p)).collect();
+    let mut created_indices = recorded(status.and_then(|s| s.created_pod_indices.as_ref()));
+    created_indices.extend(pods.iter().map(|p| p.index));
+    PodCliqueView {
+        completion_aware: pclq.spec.is_completion_aware(),
+        replicas: u32::try_from(pclq.spec.replicas).unwrap_or(0),
+        min_available: u32::try_from(pclq.spec.effective_min_available()).unwrap_or(0),
+        terminal: conditions::terminal(
+            status
+                .and_then(|s| s.conditions.as_deref())
+                .unwrap_or_default(),
+        ),
+        pods,
+        created_indices,
+        succeeded_indices: recorded(status.and_then(|s| s.succeeded_pod_indices.as_ref())),
+    }
+}
+
+fn pod_view(pod: &Pod) -> Option<PodView> {
+    let status = pod.status.as_ref();
+    Some(PodView {
+        name: pod.name_any(),
+        index: label(&pod.metadata, LABEL_POD_INDEX)?.parse().ok()?,
+        phase: PodPhase::parse(status.and_then(|s| s.phase.as_deref())),
+        deleting: pod.metadata.deletion_timestamp.is_some(),
+        scheduled: pod.spec.as_ref().is_some_and(|s| s.node_name.is_some()),
+        ready: status
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+    })
+}
+
+/// The status after `decision`: conditions, pod counts and, on a completion-aware clique, the
+/// record of created and succeeded indices.
+fn desired_status(
+    pclq: &PodClique,
+    pods: &[&Pod],
+    decision: &PodCliqueDecision,
+    created: &[u32],
+) -> PodCliqueStatus {
+    let current = pclq.status.clone().unwrap_or_default();
+    let aware = pclq.spec.is_completion_aware();
+    let mut desired = Vec::new();
+    match decision.outcome {
+        Some(PodCliqueOutcome::Completed) => desired.push(Desired::completed(format!(
+            "all {} pods succeeded",
+            pclq.spec.replicas
+        ))),
+        Some(PodCliqueOutcome::Failed(cause)) => desired.push(Desired::failed(
+            match cause {
+                FailureCause::PodFailed => REASON_POD_FAILED,
+                FailureCause::PodLost => REASON_POD_LOST,
+            },
+            failure_message(cause, pods, pclq),
+        )),
+        None => {}
+    }
+    let breach = |status, reason: &str| Desired {
+        type_: CONDITION_MIN_AVAILABLE_BREACHED,
+        status,
+        reason: reason.into(),
+        message: format!("minAvailable is {}", pclq.spec.effective_min_available()),
+    };
+    match decision.min_available_breached {
+        Breach::Absent => {}
+        Breach::Breached(reason) => desired.push(breach("True", reason)),
+        Breach::Sufficient(reason) => desired.push(breach("False", reason)),
+    }
+    let views: Vec<PodView> = pods.iter().filter_map(|p| pod_view(p)).collect();
+    let count = |f: &dyn Fn(&PodView) -> bool| {
+        Some(
+            i32::try_from(views.iter().filter(|p| p.is_active() && f(p)).count())
+                .unwrap_or(i32::MAX),
+        )
+    };
+    let gated = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.scheduling_gates.as_ref())
+                .is_some_and(|g| !g.is_empty())
+        })
+        .count();
+    let view = view(pclq, pods);
+    let indices = |set: BTreeSet<u32>| -> Option<Vec<i32>> {
+        aware.then(|| {
+            set.into_iter()
+                .filter_map(|i| i32::try_from(i).ok())
+                .collect()
+        })
+    };
+    let mut created_indices = view.created_indices.clone();
+    created_indices.extend(created);
+    let mut succeeded = view.succeeded_indices.clone();
+    succeeded.extend(&decision.newly_succeeded);
+    PodCliqueStatus {
+        observed_generation: pclq.metadata.generation,
+        replicas: count(&|_| true),
+        ready_replicas: count(&|p| p.ready),
+        scheduled_replicas: count(&|p| p.scheduled),
+        schedule_gated_replicas: Some(i32::try_from(gated).unwrap_or(i32::MAX)),
+        hpa_pod_selector: Some(format!("{LABEL_PODCLIQUE}={}", pclq.name_any())),
+        conditions: Some(conditions::merge(
+            current.conditions.as_deref().unwrap_or_default(),
+            desired,
+            pclq.metadata.generation,
+            conditions::now(),
+        )),
+        created_pod_indices: indices(created_indices),
+        succeeded_pod_indices: indices(succeeded),
+        ..PodCliqueStatus::default()
+    }
+}
+
+/// Equal but for condition timestamps (no write then).
+fn same_status(a: &PodCliqueStatus, b: &PodCliqueStatus) -> bool {
+    let strip = |s: &PodCliqueStatus| PodCliqueStatus {
+        conditions: None,
+        ..s.clone()
+    };
+    strip(a) == strip(b)
+        && conditions::same(
+            a.conditions.as_deref().unwrap_or_default(),
+            b.conditions.as_deref().unwrap_or_default(),
+        )
+}
+
+fn failure_message(cause: FailureCause, pods: &[&Pod], pclq: &PodClique) -> String {
+    match cause {
+        FailureCause::PodFailed => {
+            let failed = pods
+                .iter()
+                .filter_map(|p| pod_view(p))
+                .find(|p| p.phase == PodPhase::Failed);
+            match failed {
+                Some(p) => format!("pod {} (index {}) failed", p.name, p.index),
+                None => "a pod failed".into(),
+            }
+        }
+        FailureCause::PodLost => {
+            let view = view(pclq, pods);
+            let present: BTreeSet<u32> = view.pods.iter().map(|p| p.index).collect();
+            let lost = view
+                .created_indices
+                .iter()
+                .find(|i| !present.contains(i) && !view.succeeded_indices.contains(i));
+            match lost {
+                Some(i) => format!("the pod of index {i} vanished before it succeeded"),
+                None => "a pod vanished before it succeeded".into(),
+            }
+        }
+    }
+}

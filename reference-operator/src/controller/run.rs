@@ -1,0 +1,314 @@
+//! The entry point: a client, one watch and cache per kind, the three controllers, and a clean
+//! stop on SIGTERM/SIGINT.
+//!
+//! Each kind is watched once. The watch task updates the kind's cache and only then hands the
+//! object on to the controllers that react to it, so a reconcile triggered by a change always
+//! reads a cache that holds that change (kube's `.owns()` runs a separate watch whose trigger
+//! can overtake the cache). The controllers are kube-runtime `Controller`s fed by those
+//! streams: `for_stream` for their own kind, `owns_stream` for children with a controller
+//! ownerReference (pods → PodClique, PodCliques → PCSG or PCS, PCSGs → PCS).
+
+use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use futures::future::{BoxFuture, Shared};
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+
+use super::context::{Context, Kind};
+use super::error::Error;
+use super::{pcs, pcsg, podclique};
+use crate::api::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
+use crate::names::{FIELD_MANAGER, LABEL_PODCLIQUE};
+
+/// How the operator runs.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Kubeconfig to use; else in-cluster, `KUBECONFIG` or `~/.kube/config`.
+    pub kubeconfig: Option<PathBuf>,
+    /// Watch and act in this namespace only; else in every namespace.
+    pub namespace: Option<String>,
+}
+
+/// Trailing-edge debounce of reconcile requests: a burst of pod transitions (a gang starting,
+/// a gang finishing) becomes one reconcile instead of one per pod.
+const DEBOUNCE: Duration = Duration::from_millis(20);
+
+/// Runs the controllers until SIGTERM or SIGINT.
+pub async fn run(options: RunOptions) -> Result<(), Error> {
+    let stop = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler can be installed");
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        tracing::info!("shutdown requested");
+    };
+    run_until(options, stop).await
+}
+
+/// Runs the controllers until `stop` resolves, then lets running reconciles finish.
+pub async fn run_until(
+    options: RunOptions,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let requests = RequestCounter::default();
+    let client = client(&options, requests.clone()).await?;
+    let namespace = options.namespace.clone();
+    tracing::info!(namespace = namespace.as_deref().unwrap_or("*"), "starting");
+
+    // One watch per kind; each hands what it saw to the controllers that react to it.
+    let (pod_tx, pods_rx) = unbounded();
+    let (pclq_tx, [pclq_self, pclq_to_pcsg, pclq_to_pcs]) = fan_out::<PodClique, 3>();
+    let (pcsg_tx, [pcsg_self, pcsg_to_pcs]) = fan_out::<PodCliqueScalingGroup, 2>();
+    let (pcs_tx, [pcs_self]) = fan_out::<PodCliqueSet, 1>();
+    let pods_config = watcher::Config::default().labels(LABEL_PODCLIQUE);
+    let (pods, pods_watch) = watch::<Pod>(api(&client, &namespace), pods_config, vec![pod_tx]);
+    let (podcliques, pclq_watch) = watch(api(&client, &namespace), Default::default(), pclq_tx);
+    let (scaling_groups, pcsg_watch) = watch(api(&client, &namespace), Default::default(), pcsg_tx);
+    let (podcliquesets, pcs_watch) = watch(api(&client, &namespace), Default::default(), pcs_tx);
+    let _watches = [pods_watch, pclq_watch, pcsg_watch, pcs_watch].map(Task::spawn);
+
+    let ctx = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
+        client,
+        pods,
+        podcliques: podcliques.clone(),
+        scaling_groups: scaling_groups.clone(),
+        podcliquesets: podcliquesets.clone(),
+    });
+    let stop: Shared<BoxFuture<'static, ()>> = stop.boxed().shared();
+    let config = Config::default().debounce(DEBOUNCE);
+
+    let pclq_controller = Controller::for_stream(pclq_self.map(Ok), podcliques)
+        .owns_stream(pods_rx.map(Ok))
+        .with_config(config.clone())
+        .graceful_shutdown_on(stop.clone())
+        .run(podclique::reconcile, error_policy, ctx.clone())
+        .for_each(log_result);
+    let pcsg_controller = Controller::for_stream(pcsg_self.map(Ok), scaling_groups)
+        .owns_stream(pclq_to_pcsg.map(Ok))
+        .with_config(config.clone())
+        .graceful_shutdown_on(stop.clone())
+        .run(pcsg::reconcile, error_policy, ctx.clone())
+        .for_each(log_result);
+    let pcs_controller = Controller::for_stream(pcs_self.map(Ok), podcliquesets)
+        .owns_stream(pclq_to_pcs.map(Ok))
+        .owns_stream(pcsg_to_pcs.map(Ok))
+        .with_config(config)
+        .graceful_shutdown_on(stop)
+        .run(pcs::reconcile, error_policy, ctx)
+        .for_each(log_result);
+    futures::join!(pclq_controller, pcsg_controller, pcs_controller);
+
+    tracing::info!(
+        total = requests.total(),
+        by_verb = %requests.summary(),
+        "stopped; API requests made"
+    );
+    Ok(())
+}
+
+fn api<K: Kind>(client: &Client, namespace: &Option<String>) -> Api<K> {
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+async fn client(options: &RunOptions, requests: RequestCounter) -> Result<Client, Error> {
+    let config = match &options.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| Error::Config(Box::new(e)))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| Error::Config(Box::new(e)))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| Error::Config(Box::new(e)))?,
+    };
+    let count = tower::util::MapRequestLayer::new(move |request: http::Request<_>| {
+        requests.count(&request);
+        request
+    });
+    Ok(ClientBuilder::try_from(config)
+        .map_err(Error::Client)?
+        .with_layer(&count)
+        .build())
+}
+
+fn error_policy<K>(obj: Arc<K>, error: &Error, _: Arc<Context>) -> Action
+where
+    K: Resource<DynamicType = ()>,
+{
+    if error.is_conflict() {
+        tracing::debug!(kind = %K::kind(&()), name = %obj.name_any(), %error, "stale read, looking again");
+        Action::requeue(Duration::from_millis(50))
+    } else {
+        tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %render(error), "reconcile failed");
+        Action::requeue(Duration::from_secs(1))
+    }
+}
+
+async fn log_result<K, E: std::error::Error>(result: Result<(ObjectRef<K>, Action), E>)
+where
+    K: Lookup,
+    K::DynamicType: Default,
+{
+    match result {
+        Ok((object, _)) => tracing::trace!(%object, "reconciled"),
+        Err(error) => tracing::debug!(error = %render(&error), "controller"),
+    }
+}
+
+fn render(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watches.
+
+fn fan_out<K, const N: usize>() -> (Vec<UnboundedSender<K>>, [UnboundedReceiver<K>; N]) {
+    let mut senders = Vec::with_capacity(N);
+    let receivers = std::array::from_fn(|_| {
+        let (tx, rx) = unbounded();
+        senders.push(tx);
+        rx
+    });
+    (senders, receivers)
+}
+
+/// A cache of `K` and the task that keeps it: it applies each watch event to the cache, then
+/// sends every touched object to `outputs`. After a (re)list it sends every object, and those
+/// that vanished meanwhile, so nothing missed during a watch gap goes unreconciled.
+fn watch<K: Kind>(
+    api: Api<K>,
+    config: watcher::Config,
+    outputs: Vec<UnboundedSender<K>>,
+) -> (Store<K>, BoxFuture<'static, ()>) {
+    let (reader, mut writer) = reflector::store::<K>();
+    let cache = reader.clone();
+    let task = async move {
+        let mut events = watcher(api, config).default_backoff().boxed();
+        while let Some(event) = events.next().await {
+            let event = match event {
+                // Managed fields are never read; dropping them keeps the caches small.
+                Ok(event) => event.modify(|o| o.meta_mut().managed_fields = None),
+                Err(error) => {
+                    tracing::warn!(kind = %K::kind(&()), %error, "watch failed, retrying");
+                    continue;
+                }
+            };
+            let touched: Vec<Arc<K>> = match &event {
+                watcher::Event::Apply(o) | watcher::Event::Delete(o) => vec![Arc::new(o.clone())],
+                watcher::Event::InitDone => {
+                    let before = cache.state();
+                    writer.apply_watcher_event(&event);
+                    let after = cache.state();
+                    let now: HashSet<ObjectRef<K>> = after
+                        .iter()
+                        .map(|o| ObjectRef::from_obj(o.as_ref()))
+                        .collect();
+                    let gone = before
+                        .into_iter()
+                        .filter(|o| !now.contains(&ObjectRef::from_obj(o.as_ref())));
+                    after.into_iter().chain(gone).collect()
+                }
+                watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
+            };
+            if !matches!(event, watcher::Event::InitDone) {
+                writer.apply_watcher_event(&event);
+            }
+            for object in touched {
+                for output in &outputs {
+                    let _ = output.unbounded_send(object.as_ref().clone());
+                }
+            }
+        }
+    };
+    (reader, task.boxed())
+}
+
+/// A spawned task, aborted when dropped (so an in-process `run` that is dropped stops its
+/// watches too).
+struct Task(tokio::task::JoinHandle<()>);
+
+impl Task {
+    fn spawn(future: BoxFuture<'static, ()>) -> Task {
+        Task(tokio::spawn(future))
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request accounting.
+
+/// Counts the API requests of the operator's client, by verb.
+#[derive(Clone, Debug, Default)]
+struct RequestCounter {
+    total: Arc<AtomicU64>,
+    by_verb: Arc<Mutex<BTreeMap<&'static str, u64>>>,
+}
+
+impl RequestCounter {
+    fn count<B>(&self, request: &http::Request<B>) {
+        let query = request.uri().query().unwrap_or_default();
+        let verb = match *request.method() {
+            http::Method::GET if query.contains("watch=true") => "watch",
+            http::Method::GET if !query.is_empty() => "list",
+            http::Method::GET => "get",
+            http::Method::POST => "create",
+            http::Method::PATCH => "patch",
+            http::Method::PUT => "update",
+            http::Method::DELETE => "delete",
+            _ => "other",
+        };
+        self.total.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut by_verb) = self.by_verb.lock() {
+            *by_verb.entry(verb).or_default() += 1;
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    fn summary(&self) -> String {
+        self.by_verb
+            .lock()
+            .map(|m| {
+                m.iter()
+                    .map(|(verb, n)| format!("{verb}={n}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,362 @@
+//! A PCSG or a PCS as the semantics module sees it: replicas of direct children. Building the
+//! replica views from the caches and turning the decisions into one ordered plan (status
+//! write, then events, then deletes, then creates: O1, O2) is the same for both parents.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::Resource;
+
+use super::conditions::{self, Desired};
+use super::context::{Context, Guard, Kind, label};
+use super::error::Error;
+use crate::api::{PodClique, PodCliqueScalingGroup};
+use crate::names::{
+    EVENT_GANG_RESTART_TRIGGERED, EVENT_JOB_COMPLETED, EVENT_JOB_FAILED,
+    EVENT_RESTART_BUDGET_EXHAUSTED, LABEL_RESTART_ATTEMPT, REASON_RESTART_BUDGET_EXHAUSTED,
+};
+use crate::semantics::{
+    AggregateDecision, AggregateView, ChildState, ChildView, ReplicaAction, ReplicaView, Terminal,
+    evaluate_aggregate, evaluate_replica, parse_attempt_label, with_restart_count,
+};
+
+/// How many requests of one kind a reconcile keeps in flight.
+pub(super) const PARALLEL_REQUESTS: usize = 32;
+
+/// How soon to look again when the caches are behind a write of ours.
+pub(super) const STALE_RETRY: Duration = Duration::from_millis(100);
+
+/// An existing direct child of a replica.
+#[derive(Clone, Debug)]
+pub(super) enum Existing {
+    /// A PodClique (in a PCSG replica, or standalone in a PCS replica).
+    Clique(Arc<PodClique>),
+    /// A PCSG (in a PCS replica).
+    Group(Arc<PodCliqueScalingGroup>),
+}
+
+impl Existing {
+    fn meta(&self) -> &ObjectMeta {
+        match self {
+            Existing::Clique(c) => c.meta(),
+            Existing::Group(g) => g.meta(),
+        }
+    }
+
+    fn conditions(&self) -> &[Condition] {
+        let conditions = match self {
+            Existing::Clique(c) => c.status.as_ref().and_then(|s| s.conditions.as_deref()),
+            Existing::Group(g) => g.status.as_ref().and_then(|s| s.conditions.as_deref()),
+        };
+        conditions.unwrap_or_default()
+    }
+
+    /// A child's state is its own conditions (E13 for a PCSG).
+    fn state(&self) -> ChildState {
+        match conditions::terminal(self.conditions()) {
+            Some(Terminal::Completed) => ChildState::Completed,
+            Some(Terminal::Failed) => ChildState::Failed,
+            None => ChildState::Active,
+        }
+    }
+
+    fn object_ref(&self) -> ObjectReference {
+        match self {
+            Existing::Clique(c) => c.object_ref(&()),
+            Existing::Group(g) => g.object_ref(&()),
+        }
+    }
+
+    /// Object name.
+    pub(super) fn name(&self) -> String {
+        self.meta().name.clone().unwrap_or_default()
+    }
+
+    async fn delete(&self, ctx: &Context, guard: Guard) -> Result<(), Error> {
+        match self {
+            Existing::Clique(c) => ctx.delete(c.as_ref(), guard).await,
+            Existing::Group(g) => ctx.delete(g.as_ref(), guard).await,
+        }
+    }
+}
+
+/// One direct child a replica should have, and the object that realises it, if any.
+#[derive(Clone, Debug)]
+pub(super) struct Slot {
+    /// Template name (clique or scaling group), as `targetNames` spells it.
+    pub template: String,
+    /// Object name.
+    pub object_name: String,
+    /// Completion-aware per the template.
+    pub aware: bool,
+    /// The owned object of that name.
+    pub existing: Option<Existing>,
+}
+
+impl Slot {
+    fn view(&self) -> ChildView {
+        let existing = self.existing.as_ref();
+        ChildView {
+            name: self.template.clone(),
+            object_name: self.object_name.clone(),
+            completion_aware: self.aware,
+            state: existing.map_or(ChildState::Missing, Existing::state),
+            attempt: existing.map_or(Some(0), |e| {
+                parse_attempt_label(label(e.meta(), LABEL_RESTART_ATTEMPT))
+            }),
+            breached_since: existing
+                .filter(|_| !self.aware)
+                .and_then(|e| conditions::breached_since(e.conditions())),
+        }
+    }
+}
+
+/// A PCSG or PCS with the observed children of each replica.
+#[derive(Clone, Debug)]
+pub(super) struct Scope {
+    /// The parent is completion-aware.
+    pub aware: bool,
+    /// The parent's persisted terminal condition.
+    pub terminal: Option<Terminal>,
+    /// `replicaRestartCounts` as read.
+    pub counts: Vec<i32>,
+    /// `failure.maxRestarts`.
+    pub max_restarts: u32,
+    /// `success.targetNames`.
+    pub target_names: Option<Vec<String>>,
+    /// `terminationDelay` (regular gang termination, R5).
+    pub termination_delay: SignedDuration,
+    /// The children of each replica, in template order.
+    pub replicas: Vec<Vec<Slot>>,
+    /// Owned children no replica expects (a regular parent scaled in).
+    pub extras: Vec<Existing>,
+}
+
+/// A gang restart to report (EV3).
+#[derive(Clone, Debug)]
+pub(super) struct Restart {
+    pub replica: usize,
+    pub count: u32,
+    pub failed_child: String,
+    pub related: Option<ObjectReference>,
+}
+
+/// Everything one reconcile of a parent does, in the order it must be done.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Plan {
+    /// `replicaRestartCounts` to persist (incremented entries included: O2).
+    pub counts: Vec<i32>,
+    /// The terminal condition to persist on the parent (E11).
+    pub aggregate: Option<AggregateDecision>,
+    /// Gang restarts decided now (EV3).
+    pub restarts: Vec<Restart>,
+    /// Replicas that ran out of budget now, with the failed child (EV4).
+    pub exhausted: Vec<(usize, String)>,
+    /// Regular gang terminations (R5), with the breached child.
+    pub gang_terminations: Vec<(usize, String)>,
+    /// Children to delete, after the status write.
+    pub deletes: Vec<(Existing, Guard)>,
+    /// Children to create per replica, after the deletes.
+    pub creates: Vec<(usize, Vec<String>)>,
+    /// When to look again without a change.
+    pub retry: Option<Duration>,
+}
+
+impl Scope {
+    /// Evaluates every replica and the parent (pure).
+    pub(super) fn plan(&self, now: Timestamp) -> Plan {
+        let mut plan = Plan {
+            counts: self.counts.clone(),
+            ..Plan::default()
+        };
+        let mut outcomes = Vec::with_capacity(self.replicas.len());
+        for (j, slots) in self.replicas.iter().enumerate() {
+            let view = ReplicaView {
+                completion_aware: self.aware,
+                scope_terminal: self.terminal,
+                restart_count: crate::semantics::restart_count(&self.counts, j),
+                max_restarts: self.max_restarts,
+                target_names: self.target_names.clone(),
+                children: slots.iter().map(Slot::view).collect(),
+                termination_delay: self.termination_delay,
+                now,
+            };
+            let decision = evaluate_replica(&view);
+            outcomes.push(decision.outcome);
+            let existing = |names: &[String], guard: Guard| {
+                slots
+                    .iter()
+                    .filter(|s| names.contains(&s.object_name))
+                    .filter_map(|s| s.existing.clone())
+                    .map(move |e| (e, guard))
+                    .collect::<Vec<_>>()
+            };
+            match decision.action {
+                ReplicaAction::Maintain { create } => {
+                    if !create.is_empty() {
+                        plan.creates.push((j, create));
+                    }
+                    plan.retry_at(breach_deadline(&view));
+                }
+                ReplicaAction::FinishRestart { delete } => {
+                    plan.deletes.extend(existing(&delete, Guard::Uid));
+                }
+                ReplicaAction::Restart {
+                    new_count,
+                    failed_child,
+                    then_delete,
+                } => {
+                    plan.counts = with_restart_count(&plan.counts, j, new_count);
+                    plan.restarts.push(Restart {
+                        replica: j,
+                        count: new_count,
+                        related: slots
+                            .iter()
+                            .find(|s| s.template == failed_child)
+                            .and_then(|s| s.existing.as_ref())
+                            .map(Existing::object_ref),
+                        failed_child,
+                    });
+                    plan.deletes.extend(existing(&then_delete, Guard::Uid));
+                }
+                ReplicaAction::Fail {
+                    failed_child,
+                    then_delete,
+                } => {
+                    plan.exhausted.push((j, failed_child));
+                    plan.deletes.extend(existing(&then_delete, Guard::Version));
+                }
+                ReplicaAction::Complete { then_delete }
+                | ReplicaAction::Cleanup {
+                    delete: then_delete,
+                } => {
+                    plan.deletes.extend(existing(&then_delete, Guard::Version));
+                }
+                ReplicaAction::GangTerminate {
+                    breached_child,
+                    delete,
+                } => {
+                    plan.gang_terminations.push((j, breached_child));
+                    plan.deletes.extend(existing(&delete, Guard::Uid));
+                }
+                ReplicaAction::Wait => plan.retry_at(Some(STALE_RETRY)),
+            }
+        }
+        let aggregate = evaluate_aggregate(&AggregateView {
+            completion_aware: self.aware,
+            terminal: self.terminal,
+            replicas: outcomes,
+        });
+        plan.aggregate = (aggregate != AggregateDecision::Keep).then_some(aggregate);
+        if self.aware {
+            // Every replica's count is visible from the start; entries never decrease (R3).
+            let width = plan.counts.len().max(self.replicas.len());
+            plan.counts.resize(width, 0);
+        } else {
+            plan.deletes
+                .extend(self.extras.iter().map(|e| (e.clone(), Guard::Uid)));
+        }
+        plan
+    }
+
+    /// The terminal condition to hold after `plan`: the persisted one, or the new one.
+    pub(super) fn terminal_conditions(&self, plan: &Plan) -> Vec<Desired> {
+        match plan.aggregate {
+            Some(AggregateDecision::Complete) => vec![Desired::completed(format!(
+                "all {} replicas completed",
+                self.replicas.len()
+            ))],
+            Some(AggregateDecision::Fail) => {
+                let (j, child) = plan.exhausted.first().cloned().unwrap_or_default();
+                vec![Desired::failed(
+                    REASON_RESTART_BUDGET_EXHAUSTED,
+                    format!(
+                        "replica {j} failed ({child}) after {} of {} restarts",
+                        self.max_restarts, self.max_restarts
+                    ),
+                )]
+            }
+            Some(AggregateDecision::Keep) | None => Vec::new(),
+        }
+    }
+}
+
+impl Plan {
+    fn retry_at(&mut self, after: Option<Duration>) {
+        if let Some(after) = after {
+            self.retry = Some(self.retry.map_or(after, |r| r.min(after)));
+        }
+    }
+}
+
+/// When the earliest regular breach of a replica outlasts `terminationDelay` (R5).
+fn breach_deadline(view: &ReplicaView) -> Option<Duration> {
+    view.children
+        .iter()
+        .filter_map(|c| c.breached_since)
+        .map(|since| view.termination_delay - view.now.duration_since(since))
+        .min()
+        .map(|left| Duration::try_from(left).unwrap_or(Duration::ZERO) + Duration::from_millis(50))
+}
+
+/// Publishes the events of a plan whose status write has landed (EV1–EV4).
+pub(super) async fn publish<K: Kind>(ctx: &Context, parent: &K, plan: &Plan) {
+    for r in &plan.restarts {
+        let note = format!(
+            "restarting replica {} (restart {}) after {} failed",
+            r.replica, r.count, r.failed_child
+        );
+        ctx.publish(
+            parent,
+            true,
+            EVENT_GANG_RESTART_TRIGGERED,
+            note,
+            r.related.clone(),
+        )
+        .await;
+    }
+    for (j, child) in &plan.exhausted {
+        let note = format!("replica {j} failed ({child}) with no restart left");
+        ctx.publish(parent, true, EVENT_RESTART_BUDGET_EXHAUSTED, note, None)
+            .await;
+    }
+    match plan.aggregate {
+        Some(AggregateDecision::Complete) => {
+            let note = "every replica completed".to_string();
+            ctx.publish(parent, false, EVENT_JOB_COMPLETED, note, None)
+                .await;
+        }
+        Some(AggregateDecision::Fail) => {
+            let note = "a replica failed with its restart budget spent".to_string();
+            ctx.publish(parent, true, EVENT_JOB_FAILED, note, None)
+                .await;
+        }
+        Some(AggregateDecision::Keep) | None => {}
+    }
+}
+
+/// Carries out the deletes of a plan, a few at a time.
+pub(super) async fn delete_all(ctx: &Context, deletes: &[(Existing, Guard)]) -> Result<(), Error> {
+    futures::stream::iter(deletes.to_vec())
+        .map(|(child, guard)| async move { child.delete(ctx, guard).await })
+        .buffer_unordered(PARALLEL_REQUESTS)
+        .try_collect()
+        .await
+}
+
+/// Creates `objects`, a few at a time; objects that already exist are left alone.
+pub(super) async fn create_all<K: Kind>(
+    ctx: &Context,
+    namespace: &str,
+    objects: Vec<K>,
+) -> Result<(), Error> {
+    futures::stream::iter(objects)
+        .map(|o| async move { ctx.create(namespace, &o).await.map(drop) })
+        .buffer_unordered(PARALLEL_REQUESTS)
+        .try_collect()
+        .await
+}

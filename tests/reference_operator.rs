@@ -1,0 +1,551 @@
+//! The reference operator on the embedded control plane: job outcomes end to end, crash safety,
+//! and the reaction and scale measurements (printed, never asserted on time).
+//!
+//! Each test gets its own namespace and its own operator instance watching only that namespace:
+//! in-process (`run_until` on the shared runtime) where nothing is done to the operator, as a
+//! child process where it is killed or measured. Waits are watches, never sleeps.
+//!
+//! Measurements: `cargo test --release --test reference_operator -- --ignored --nocapture measure`
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use grove_conformance::embedded::{self, EmbeddedCluster, Shared};
+use grove_reference_operator::api::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
+use grove_reference_operator::controller::{RunOptions, run, run_until};
+use grove_reference_operator::names::{
+    CONDITION_COMPLETED, CONDITION_FAILED, EVENT_GANG_RESTART_TRIGGERED, EVENT_JOB_COMPLETED,
+    EVENT_JOB_FAILED, EVENT_RESTART_BUDGET_EXHAUSTED, LABEL_PART_OF, LABEL_POD_INDEX,
+    LABEL_PODCLIQUE, LABEL_RESTART_ATTEMPT, REASON_COMPLETION_CRITERIA_MET, REASON_POD_LOST,
+    REASON_RESTART_BUDGET_EXHAUSTED,
+};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::wait::await_condition;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+
+/// How long any one wait may take.
+const WAIT: Duration = Duration::from_secs(30);
+/// Environment of a test binary re-run as the operator (see [`operator_process`]).
+const CHILD_KUBECONFIG: &str = "GROVE_TEST_OPERATOR_KUBECONFIG";
+const CHILD_NAMESPACE: &str = "GROVE_TEST_OPERATOR_NAMESPACE";
+
+// =============================================================================================
+// Harness.
+
+fn shared() -> &'static Shared {
+    embedded::shared(grove_reference_operator::crds)
+}
+
+/// How a test runs the operator.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// A task on the shared runtime.
+    InProcess,
+    /// A child process (SIGKILL, RSS).
+    Process,
+}
+
+/// One test's world: a namespace, a client, the cluster, and its operator.
+struct World {
+    client: Client,
+    cluster: &'static EmbeddedCluster,
+    ns: String,
+    operator: Option<Operator>,
+}
+
+/// Runs `body` in a fresh namespace `ro-<name>` with an operator watching it.
+fn with_operator<F, Fut>(name: &str, mode: Mode, limit: Duration, body: F)
+where
+    F: FnOnce(World) -> Fut,
+    Fut: Future<Output = World>,
+{
+    let env = shared();
+    let cluster = env
+        .cluster()
+        .unwrap_or_else(|reason| panic!("the embedded cluster did not start:\n{reason}"));
+    let client = cluster.client();
+    let ns = format!("ro-{name}");
+    env.block_on(async move {
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let object: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("namespace");
+        let operator = Some(Operator::start(mode, cluster, &ns));
+        let world = World {
+            client: client.clone(),
+            cluster,
+            ns: ns.clone(),
+            operator,
+        };
+        let world = tokio::time::timeout(limit, body(world))
+            .await
+            .unwrap_or_else(|_| panic!("test {name} timed out after {limit:?}"));
+        drop(world);
+        // Frees the simulated nodes for the other tests; not awaited.
+        let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
+    });
+}
+
+/// A running operator instance.
+enum Operator {
+    Task(tokio::task::JoinHandle<()>),
+    Process(OperatorProcess),
+}
+
+impl Operator {
+    fn start(mode: Mode, cluster: &EmbeddedCluster, ns: &str) -> Operator {
+        let kubeconfig = cluster.control_plane.kubeconfig_path().to_path_buf();
+        match mode {
+            Mode::InProcess => {
+                let options = RunOptions {
+                    kubeconfig: Some(kubeconfig),
+                    namespace: Some(ns.to_string()),
+                };
+                Operator::Task(tokio::spawn(async move {
+                    run_until(options, futures::future::pending())
+                        .await
+                        .expect("the operator failed");
+                }))
+            }
+            Mode::Process => Operator::Process(OperatorProcess::start(&kubeconfig, ns)),
+        }
+    }
+
+    fn process(&mut self) -> &mut OperatorProcess {
+        match self {
+            Operator::Process(p) => p,
+            Operator::Task(_) => panic!("the operator runs in-process"),
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if let Operator::Task(task) = self {
+            task.abort();
+        }
+    }
+}
+
+/// The operator as a child process: the harness binary's `reference-operator` subcommand when
+/// it has one, else this test binary re-run as [`operator_process`]. Output goes to a log file.
+struct OperatorProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl OperatorProcess {
+    fn start(kubeconfig: &Path, ns: &str) -> OperatorProcess {
+        let dir = std::env::temp_dir().join("grove-reference-operator-tests");
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join(format!("{ns}-{}.log", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let harness = env!("CARGO_BIN_EXE_grove-conformance");
+        let has_subcommand = Command::new(harness)
+            .args(["reference-operator", "--help"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        let mut command = if has_subcommand {
+            let mut c = Command::new(harness);
+            c.arg("reference-operator")
+                .arg("--kubeconfig")
+                .arg(kubeconfig)
+                .arg("--namespace")
+                .arg(ns);
+            c
+        } else {
+            let mut c = Command::new(std::env::current_exe().unwrap());
+            c.args(["operator_process", "--exact", "--ignored", "--nocapture"])
+                .env(CHILD_KUBECONFIG, kubeconfig)
+                .env(CHILD_NAMESPACE, ns);
+            c
+        };
+        let child = command
+            .env("RUST_LOG", "info")
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("failed to start the operator");
+        OperatorProcess { child, log }
+    }
+
+    /// SIGKILL, no chance to clean up.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Peak resident set size so far, in KiB.
+    fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    }
+
+    /// SIGTERM, wait, and the log it wrote.
+    fn stop(&mut self) -> String {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Not a test: the body of the operator when this binary is re-run as a child process.
+#[test]
+#[ignore = "entry point of the operator child process"]
+fn operator_process() {
+    let (Ok(kubeconfig), Ok(namespace)) = (
+        std::env::var(CHILD_KUBECONFIG),
+        std::env::var(CHILD_NAMESPACE),
+    ) else {
+        return;
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime
+        .block_on(run(RunOptions {
+            kubeconfig: Some(kubeconfig.into()),
+            namespace: Some(namespace),
+        }))
+        .expect("the operator failed");
+}
+
+// =============================================================================================
+// Manifests.
+
+/// A clique template; `aware` adds `policy.completion: {}`.
+fn clique(name: &str, replicas: i32, aware: bool) -> Value {
+    let mut spec = json!({
+        "roleName": name,
+        "replicas": replicas,
+        "podSpec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "main", "image": "busybox"}],
+        },
+    });
+    if aware {
+        spec["policy"] = json!({"completion": {}});
+    }
+    json!({"name": name, "spec": spec})
+}
+
+fn pcs(name: &str, cliques: Vec<Value>, groups: Vec<Value>, policy: Value) -> PodCliqueSet {
+    let mut spec = json!({"replicas": 1, "template": {"cliques": cliques}});
+    if !groups.is_empty() {
+        spec["template"]["podCliqueScalingGroups"] = json!(groups);
+    }
+    if !policy.is_null() {
+        spec["policy"] = policy;
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
+        "metadata": {"name": name}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn max_restarts(n: i32) -> Value {
+    json!({"completion": {"failure": {"maxRestarts": n}}})
+}
+
+async fn create(w: &World, pcs: &PodCliqueSet) {
+    Api::<PodCliqueSet>::namespaced(w.client.clone(), &w.ns)
+        .create(&PostParams::default(), pcs)
+        .await
+        .expect("the PodCliqueSet was rejected");
+}
+
+// =============================================================================================
+// Observation.
+
+fn condition<'a>(conditions: Option<&'a Vec<Condition>>, type_: &str) -> Option<&'a Condition> {
+    conditions?.iter().find(|c| c.type_ == type_)
+}
+
+fn conditions_of<K: Resource + serde::Serialize>(obj: &K) -> Vec<Condition> {
+    serde_json::to_value(obj)
+        .ok()
+        .and_then(|v| v.pointer("/status/conditions").cloned())
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default()
+}
+
+/// `type_` is True, with `reason` when given.
+fn is_true<K: Resource + serde::Serialize>(obj: &K, type_: &str, reason: Option<&str>) -> bool {
+    let conditions = conditions_of(obj);
+    condition(Some(&conditions), type_)
+        .is_some_and(|c| c.status == "True" && reason.is_none_or(|r| c.reason == r))
+}
+
+fn is_absent<K: Resource + serde::Serialize>(obj: &K, type_: &str) -> bool {
+    condition(Some(&conditions_of(obj)), type_).is_none()
+}
+
+fn counts<K: Resource + serde::Serialize>(obj: &K) -> Vec<i64> {
+    serde_json::to_value(obj)
+        .ok()
+        .and_then(|v| v.pointer("/status/replicaRestartCounts").cloned())
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default()
+}
+
+/// Waits until `name` exists and satisfies `test`.
+async fn wait_for<K>(
+    w: &World,
+    name: &str,
+    what: &str,
+    test: impl Fn(&K) -> bool + Send + 'static,
+) -> K
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + 'static,
+{
+    let api: Api<K> = Api::namespaced(w.client.clone(), &w.ns);
+    let wait = await_condition(api, name, move |o: Option<&K>| o.is_some_and(&test));
+    match tokio::time::timeout(WAIT, wait).await {
+        Ok(Ok(Some(obj))) => obj,
+        _ => panic!("timed out waiting for {what}"),
+    }
+}
+
+/// Waits until the objects matching `selector` satisfy `test` as a set; returns them.
+async fn wait_list<K>(w: &World, selector: &str, what: &str, test: impl Fn(&[K]) -> bool) -> Vec<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = Api::namespaced(w.client.clone(), &w.ns);
+    let config = if selector.is_empty() {
+        watcher::Config::default()
+    } else {
+        watcher::Config::default().labels(selector)
+    };
+    let (reader, writer) = reflector::store::<K>();
+    let mut events = watcher(api, config)
+        .default_backoff()
+        .reflect(writer)
+        .boxed();
+    let watch = async {
+        let mut listed = false;
+        while let Some(event) = events.next().await {
+            listed |= matches!(event, Ok(watcher::Event::InitDone));
+            if listed {
+                let objects: Vec<K> = reader.state().iter().map(|o| (**o).clone()).collect();
+                if test(&objects) {
+                    return objects;
+                }
+            }
+        }
+        unreachable!("watches do not end")
+    };
+    match tokio::time::timeout(WAIT, watch).await {
+        Ok(objects) => objects,
+        Err(_) => {
+            let seen: Vec<String> = reader.state().iter().map(|o| o.name_any()).collect();
+            panic!("timed out waiting for {what}; last saw {seen:?}")
+        }
+    }
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+fn running(pod: &Pod) -> bool {
+    phase(pod) == "Running" && pod.metadata.deletion_timestamp.is_none()
+}
+
+fn active(pod: &Pod) -> bool {
+    matches!(phase(pod), "Pending" | "Running") && pod.metadata.deletion_timestamp.is_none()
+}
+
+fn index(pod: &Pod) -> u32 {
+    pod.labels()[LABEL_POD_INDEX].parse().unwrap()
+}
+
+fn owner_uid(pod: &Pod) -> String {
+    pod.owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.clone())
+        .unwrap_or_default()
+}
+
+/// Waits until PodClique `clique` (its current object) has `n` running pods; returns them
+/// ordered by index.
+async fn running_pods(w: &World, clique: &str, n: usize) -> Vec<Pod> {
+    let pclq: PodClique = wait_for(w, clique, clique, |_| true).await;
+    let uid = pclq.uid().unwrap();
+    let mut pods = wait_list(
+        w,
+        &format!("{LABEL_PODCLIQUE}={clique}"),
+        &format!("{n} running pods of {clique}"),
+        |pods: &[Pod]| {
+            pods.iter()
+                .filter(|p| owner_uid(p) == uid && running(p))
+                .count()
+                == n
+        },
+    )
+    .await;
+    pods.retain(|p| owner_uid(p) == uid && running(p));
+    pods.sort_by_key(index);
+    pods
+}
+
+/// Occurrences of events with `reason` on `kind`/`name` (series counted).
+fn event_count(events: &[Event], kind: &str, name: &str, reason: &str) -> u64 {
+    events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter(|e| {
+            e.regarding
+                .as_ref()
+                .is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name))
+        })
+        .map(|e| {
+            e.series
+                .as_ref()
+                .map_or(1, |s| u64::try_from(s.count).unwrap_or(1))
+        })
+        .sum()
+}
+
+/// Waits until every `(kind, name, reason)` has at least one event; returns the events.
+async fn wait_events(w: &World, wanted: &[(&str, &str, &str)]) -> Vec<Event> {
+    let what = format!("events {wanted:?}");
+    wait_list(w, "", &what, |events: &[Event]| {
+        wanted
+            .iter()
+            .all(|(kind, name, reason)| event_count(events, kind, name, reason) > 0)
+    })
+    .await
+}
+
+async fn exit_all(w: &World, pods: &[Pod], code: i32) {
+    for pod in pods {
+        w.cluster
+            .fleet
+            .exit(&w.ns, &pod.name_any(), code)
+            .await
+            .expect("exit");
+    }
+}
+
+// =============================================================================================
+// Job outcomes.
+
+#[test]
+fn all_ranks_complete_and_keep_their_terminal_pods() {
+    with_operator(
+        "all-ranks",
+        Mode::InProcess,
+        Duration::from_secs(50),
+        |w| async move {
+            create(
+                &w,
+                &pcs(
+                    "job",
+                    vec![clique("worker", 4, true)],
+                    vec![],
+                    max_restarts(1),
+                ),
+            )
+            .await;
+            let pods = running_pods(&w, "job-0-worker", 4).await;
+            let indices: BTreeSet<u32> = pods.iter().map(index).collect();
+            assert_eq!(indices, (0..4).collect(), "B2: one pod per index");
+            for pod in &pods {
+                assert_eq!(pod.labels()[LABEL_PART_OF], "job");
+                assert_eq!(
+                    pod.spec.as_ref().unwrap().restart_policy.as_deref(),
+                    Some("Never"),
+                    "V5"
+                );
+            }
+            exit_all(&w, &pods, 0).await;
+
+            let pclq: PodClique = wait_for(&w, "job-0-worker", "the clique to complete", |c| {
+                is_true(c, CONDITION_COMPLETED, Some(REASON_COMPLETION_CRITERIA_MET))
+            })
+            .await;
+            assert!(is_absent(&pclq, CONDITION_FAILED), "E6");
+            let job: PodCliqueSet = wait_for(&w, "job", "the job to complete", |p| {
+                is_true(p, CONDITION_COMPLETED, Some(REASON_COMPLETION_CRITERIA_MET))
+            })
+            .await;
+            assert!(is_absent(&job, CONDITION_FAILED));
+            assert_eq!(counts(&job), vec![0], "R3: no restart");
+            let events = wait_events(
+                &w,
+                &[
+                    ("PodClique", "job-0-worker", EVENT_JOB_COMPLETED),
+                    ("PodCliqueSet", "job", EVENT_JOB_COMPLETED),
+                ],
+            )
+            .await;
+            assert_eq!(
+                event_count(&events, "PodCliqueSet", "job", EVENT_JOB_COMPLETED),
+                1
+            );
+            let pods: Api<Pod> = Api::namespaced(w.client.clone(), &w.ns);
+            let left = pods.list(&Default::default()).await.unwrap().items;
+            assert_eq!(left.len(), 4, "C7: the terminal pods stay");
+            assert!(left.iter().all(|p| phase(p) == "Succeeded"));
+            w
+        },
+    );
+}

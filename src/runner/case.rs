@@ -15,6 +15,7 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use super::implementation::{ImplementationSpec, Instance};
 use super::observe::{Observer, api_resource, current_uids};
+use super::real_pods::RealPods;
 use crate::catalog::{
     Applicability, Case, Catalog, ControllerAction, ControllerStep, Delete, DeletionTarget,
     Expectation, PodAction, PodSelector, PodStep, Reject, Remember, Request, StepKind, Subresource,
@@ -89,7 +90,13 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
                         .into(),
                 );
             }
-            StepKind::Pods(p) if ctx.fleet.is_none() => {
+            StepKind::Pods(p)
+                if ctx.fleet.is_none()
+                    && matches!(
+                        p.action,
+                        PodAction::Unready | PodAction::Ready | PodAction::LoseNode(_)
+                    ) =>
+            {
                 return Some(format!(
                     "the pod action `{}` needs the embedded target's simulated kubelet",
                     p.action.keyword()
@@ -671,12 +678,45 @@ impl Ctx<'_> {
         }
     }
 
+    /// Pod actions on a real cluster (no simulated kubelet).
+    async fn real_pods(&mut self, step: &PodStep) -> Result<(), StepError> {
+        let pods = RealPods::new(self.run.client.clone(), self.run.kubeconfig.clone());
+        let running = matches!(step.action, PodAction::Exit(_));
+        let names = self.selected_pods(&step.selector, running).await?;
+        let ns = self.namespace.clone();
+        for name in &names {
+            let uid = self.observer.with_snapshot(|s| {
+                s.pods
+                    .iter()
+                    .find(|p| p.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+                    .map(uid)
+                    .unwrap_or_default()
+            });
+            if !matches!(step.action, PodAction::Exit(_)) {
+                self.observer.harness_deleted(&uid);
+            }
+            let result = match step.action {
+                PodAction::Exit(code) => pods.exit(&ns, name, code).await,
+                PodAction::Evict => pods.evict(&ns, name).await,
+                PodAction::Preempt => pods.preempt(&ns, name, &uid).await,
+                PodAction::Delete => pods.delete(&ns, name, &uid, false).await,
+                PodAction::ForceDelete => pods.delete(&ns, name, &uid, true).await,
+                PodAction::Unready | PodAction::Ready | PodAction::LoseNode(_) => {
+                    return Err(StepError::Skip(format!(
+                        "the pod action `{}` needs the embedded target's simulated kubelet",
+                        step.action.keyword()
+                    )));
+                }
+            };
+            result.map_err(|e| fail(format!("failed to {} {name}: {e}", step.action.keyword())))?;
+        }
+        Ok(())
+    }
+
     async fn pods(&mut self, step: &PodStep) -> Result<(), StepError> {
-        let fleet = self
-            .run
-            .fleet
-            .clone()
-            .ok_or_else(|| StepError::Skip("pod actions need the simulated kubelet".into()))?;
+        let Some(fleet) = self.run.fleet.clone() else {
+            return self.real_pods(step).await;
+        };
         let running = matches!(
             step.action,
             PodAction::Exit(_) | PodAction::Unready | PodAction::Ready | PodAction::LoseNode(_)

@@ -7,6 +7,7 @@
 pub mod case;
 pub mod implementation;
 pub mod observe;
+pub mod real_pods;
 mod run;
 pub mod target;
 

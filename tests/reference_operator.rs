@@ -69,6 +69,10 @@ where
     F: FnOnce(World) -> Fut,
     Fut: Future<Output = World>,
 {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
     let env = shared();
     let cluster = env
         .cluster()
@@ -548,4 +552,289 @@ fn all_ranks_complete_and_keep_their_terminal_pods() {
             w
         },
     );
+}
+
+#[test]
+fn a_failed_rank_restarts_the_scaling_group_replica_once() {
+    with_operator(
+        "gang-restart",
+        Mode::InProcess,
+        Duration::from_secs(55),
+        |w| async move {
+            let group = json!({"name": "gang", "cliqueNames": ["leader", "worker"], "replicas": 1,
+                           "policy": max_restarts(2)});
+            let cliques = vec![clique("leader", 1, true), clique("worker", 3, true)];
+            create(&w, &pcs("train", cliques, vec![group], Value::Null)).await;
+            let leader = running_pods(&w, "train-0-gang-0-leader", 1).await;
+            let workers = running_pods(&w, "train-0-gang-0-worker", 3).await;
+            let old: PodClique = wait_for(&w, "train-0-gang-0-leader", "leader", |_| true).await;
+
+            exit_all(&w, &workers[1..2], 1).await;
+            let gang: PodCliqueScalingGroup =
+                wait_for(&w, "train-0-gang", "the count", |g| counts(g) == vec![1]).await;
+            assert!(is_absent(&gang, CONDITION_FAILED));
+            // R1: every PodClique of the replica is recreated, labelled with its attempt (R7).
+            for name in ["train-0-gang-0-leader", "train-0-gang-0-worker"] {
+                let old_uid = if name.ends_with("leader") {
+                    old.uid()
+                } else {
+                    None
+                };
+                wait_for(&w, name, "the new attempt", move |c: &PodClique| {
+                    c.labels().get(LABEL_RESTART_ATTEMPT).map(String::as_str) == Some("1")
+                        && (old_uid.is_none() || c.uid() != old_uid)
+                })
+                .await;
+            }
+            let new_leader = running_pods(&w, "train-0-gang-0-leader", 1).await;
+            let new_workers = running_pods(&w, "train-0-gang-0-worker", 3).await;
+            assert_ne!(
+                new_leader[0].uid(),
+                leader[0].uid(),
+                "R1: the leader restarts too"
+            );
+            for pod in new_leader.iter().chain(&new_workers) {
+                assert_eq!(pod.labels()[LABEL_RESTART_ATTEMPT], "1", "R7");
+            }
+            let events = wait_events(
+                &w,
+                &[(
+                    "PodCliqueScalingGroup",
+                    "train-0-gang",
+                    EVENT_GANG_RESTART_TRIGGERED,
+                )],
+            )
+            .await;
+            assert_eq!(
+                event_count(
+                    &events,
+                    "PodCliqueScalingGroup",
+                    "train-0-gang",
+                    EVENT_GANG_RESTART_TRIGGERED
+                ),
+                1,
+                "EV3: one event per restart"
+            );
+            let job: PodCliqueSet = wait_for(&w, "train", "the job", |_| true).await;
+            assert_eq!(
+                counts(&job),
+                vec![0],
+                "R6: the nearest aware parent restarts"
+            );
+
+            exit_all(&w, &new_leader, 0).await;
+            exit_all(&w, &new_workers, 0).await;
+            let gang: PodCliqueScalingGroup =
+                wait_for(&w, "train-0-gang", "the group to complete", |g| {
+                    is_true(g, CONDITION_COMPLETED, None)
+                })
+                .await;
+            assert_eq!(counts(&gang), vec![1], "R3: exactly one restart");
+            wait_for(&w, "train", "the job to complete", |p: &PodCliqueSet| {
+                is_true(p, CONDITION_COMPLETED, None) && is_absent(p, CONDITION_FAILED)
+            })
+            .await;
+            w
+        },
+    );
+}
+
+#[test]
+fn a_spent_budget_fails_the_job() {
+    with_operator(
+        "budget",
+        Mode::InProcess,
+        Duration::from_secs(50),
+        |w| async move {
+            create(
+                &w,
+                &pcs(
+                    "job",
+                    vec![clique("worker", 2, true)],
+                    vec![],
+                    max_restarts(1),
+                ),
+            )
+            .await;
+            let pods = running_pods(&w, "job-0-worker", 2).await;
+            exit_all(&w, &pods[..1], 3).await;
+            wait_for(&w, "job", "the first restart", |p: &PodCliqueSet| {
+                counts(p) == vec![1]
+            })
+            .await;
+            let pclq: PodClique =
+                wait_for(&w, "job-0-worker", "the new attempt", |c: &PodClique| {
+                    c.labels().get(LABEL_RESTART_ATTEMPT).map(String::as_str) == Some("1")
+                })
+                .await;
+            let pods = running_pods(&w, "job-0-worker", 2).await;
+            exit_all(&w, &pods[1..], 3).await;
+
+            let job: PodCliqueSet = wait_for(&w, "job", "the job to fail", |p| {
+                is_true(p, CONDITION_FAILED, Some(REASON_RESTART_BUDGET_EXHAUSTED))
+            })
+            .await;
+            assert!(is_absent(&job, CONDITION_COMPLETED), "E6");
+            assert_eq!(counts(&job), vec![1], "E9: no restart beyond the budget");
+            let failed: PodClique = wait_for(&w, "job-0-worker", "the clique to fail", |c| {
+                is_true(c, CONDITION_FAILED, None)
+            })
+            .await;
+            assert_eq!(failed.uid(), pclq.uid(), "C4: nothing is recreated");
+            wait_events(
+                &w,
+                &[
+                    ("PodClique", "job-0-worker", EVENT_JOB_FAILED),
+                    ("PodCliqueSet", "job", EVENT_RESTART_BUDGET_EXHAUSTED),
+                    ("PodCliqueSet", "job", EVENT_JOB_FAILED),
+                ],
+            )
+            .await;
+            let uid = pclq.uid().unwrap();
+            wait_list(
+                &w,
+                &format!("{LABEL_PODCLIQUE}=job-0-worker"),
+                "C1",
+                |pods: &[Pod]| {
+                    let mine: Vec<&Pod> = pods.iter().filter(|p| owner_uid(p) == uid).collect();
+                    mine.iter().all(|p| !active(p)) && mine.iter().any(|p| phase(p) == "Failed")
+                },
+            )
+            .await;
+            w
+        },
+    );
+}
+
+#[test]
+fn a_leader_completes_the_gang_and_the_workers_are_cleaned_up() {
+    with_operator(
+        "leader",
+        Mode::InProcess,
+        Duration::from_secs(50),
+        |w| async move {
+            let group = json!({"name": "gang", "cliqueNames": ["leader", "worker"], "replicas": 1,
+                           "policy": {"completion": {"success": {"targetNames": ["leader"]},
+                                                     "failure": {"maxRestarts": 1}}}});
+            let cliques = vec![clique("leader", 1, true), clique("worker", 3, true)];
+            create(&w, &pcs("lead", cliques, vec![group], Value::Null)).await;
+            let leader = running_pods(&w, "lead-0-gang-0-leader", 1).await;
+            running_pods(&w, "lead-0-gang-0-worker", 3).await;
+
+            exit_all(&w, &leader, 0).await;
+            let gang: PodCliqueScalingGroup =
+                wait_for(&w, "lead-0-gang", "the group to complete", |g| {
+                    is_true(g, CONDITION_COMPLETED, Some(REASON_COMPLETION_CRITERIA_MET))
+                })
+                .await;
+            assert_eq!(counts(&gang), vec![0], "E10: no budget used");
+            wait_for(&w, "lead", "the job to complete", |p: &PodCliqueSet| {
+                is_true(p, CONDITION_COMPLETED, None)
+            })
+            .await;
+            // C2: the non-required worker clique goes, and its pods with it; the leader's
+            // terminal pod stays (C1, C7).
+            let api: Api<PodClique> = Api::namespaced(w.client.clone(), &w.ns);
+            let gone = await_condition(api, "lead-0-gang-0-worker", |o: Option<&PodClique>| {
+                o.is_none()
+            });
+            tokio::time::timeout(WAIT, gone)
+                .await
+                .expect("the worker clique stays")
+                .unwrap();
+            let pods = wait_list(
+                &w,
+                &format!("{LABEL_PART_OF}=lead"),
+                "worker pods gone",
+                |pods: &[Pod]| {
+                    pods.iter()
+                        .all(|p| p.labels()[LABEL_PODCLIQUE] == "lead-0-gang-0-leader")
+                },
+            )
+            .await;
+            assert_eq!(pods.len(), 1);
+            assert_eq!(phase(&pods[0]), "Succeeded");
+            assert_eq!(pods[0].uid(), leader[0].uid());
+            wait_events(
+                &w,
+                &[
+                    ("PodClique", "lead-0-gang-0-leader", EVENT_JOB_COMPLETED),
+                    ("PodCliqueScalingGroup", "lead-0-gang", EVENT_JOB_COMPLETED),
+                    ("PodCliqueSet", "lead", EVENT_JOB_COMPLETED),
+                ],
+            )
+            .await;
+            w
+        },
+    );
+}
+
+/// A pod removed without ever showing phase Failed fails its clique (E3), with no replacement.
+fn vanished_pod_fails_the_job(name: &str, remove: &'static str) {
+    with_operator(
+        name,
+        Mode::InProcess,
+        Duration::from_secs(45),
+        move |w| async move {
+            create(
+                &w,
+                &pcs(
+                    "job",
+                    vec![clique("worker", 3, true)],
+                    vec![],
+                    max_restarts(0),
+                ),
+            )
+            .await;
+            let pods = running_pods(&w, "job-0-worker", 3).await;
+            let victim = pods[2].name_any();
+            match remove {
+                "evict" => w.cluster.fleet.evict(&w.ns, &victim).await.unwrap(),
+                _ => w.cluster.fleet.force_delete(&w.ns, &victim).await.unwrap(),
+            }
+            let pclq: PodClique = wait_for(&w, "job-0-worker", "the clique to fail", |c| {
+                is_true(c, CONDITION_FAILED, None)
+            })
+            .await;
+            if remove == "force-delete" {
+                assert!(
+                    is_true(&pclq, CONDITION_FAILED, Some(REASON_POD_LOST)),
+                    "E3"
+                );
+            }
+            let job: PodCliqueSet = wait_for(&w, "job", "the job to fail", |p| {
+                is_true(p, CONDITION_FAILED, Some(REASON_RESTART_BUDGET_EXHAUSTED))
+            })
+            .await;
+            assert_eq!(counts(&job), vec![0]);
+            let uid = pclq.uid().unwrap();
+            let pods = wait_list(
+                &w,
+                &format!("{LABEL_PODCLIQUE}=job-0-worker"),
+                "C1",
+                |pods: &[Pod]| {
+                    pods.iter()
+                        .filter(|p| owner_uid(p) == uid)
+                        .all(|p| !active(p))
+                },
+            )
+            .await;
+            assert!(
+                pods.iter()
+                    .all(|p| p.name_any() != victim && index(p) != 2 || !active(p)),
+                "E3: no replacement pod"
+            );
+            w
+        },
+    );
+}
+
+#[test]
+fn a_force_deleted_pod_fails_the_job() {
+    vanished_pod_fails_the_job("force-delete", "force-delete");
+}
+
+#[test]
+fn an_evicted_pod_fails_the_job() {
+    vanished_pod_fails_the_job("evict", "evict");
 }

@@ -32,6 +32,8 @@ pub struct Context {
     pub(super) scaling_groups: Store<PodCliqueScalingGroup>,
     pub(super) podcliquesets: Store<PodCliqueSet>,
     pub(super) recorder: Recorder,
+    /// One flag per cache, raised once it holds a complete first listing.
+    pub(super) ready: Vec<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// What a delete must still find to go ahead.
@@ -77,12 +79,9 @@ impl Context {
     /// Waits until every cache holds a complete first listing: deciding on a partial view
     /// would create what exists or count as lost what was never seen.
     pub(super) async fn ready(&self) {
-        let _ = futures::join!(
-            self.pods.wait_until_ready(),
-            self.podcliques.wait_until_ready(),
-            self.scaling_groups.wait_until_ready(),
-            self.podcliquesets.wait_until_ready(),
-        );
+        for flag in &self.ready {
+            let _ = flag.clone().wait_for(|ready| *ready).await;
+        }
     }
 
     fn api<K: Kind>(&self, namespace: &str) -> Api<K> {

@@ -53,6 +53,12 @@ pub(super) async fn reconcile(
     if !same_status(&pcsg.status.clone().unwrap_or_default(), &status) {
         ctx.apply_status(pcsg.as_ref(), &status, true).await?;
     }
+    for r in &plan.restarts {
+        tracing::info!(replica = r.replica, count = r.count, failed = %r.failed_child, "gang restart persisted");
+    }
+    if let Some(aggregate) = plan.aggregate {
+        tracing::info!(?aggregate, "terminal condition persisted");
+    }
     // 2. What it reports.
     scope::publish(&ctx, pcsg.as_ref(), &plan).await;
     for (j, child) in &plan.gang_terminations {
@@ -70,6 +76,7 @@ pub(super) async fn reconcile(
         .await;
     }
     // 3. Then what it deletes, 4. then what it creates.
+    tracing::debug!(deletes = plan.deletes.len(), creates = ?plan.creates, "acting");
     match scope::delete_all(&ctx, &plan.deletes).await {
         Err(e) if e.is_conflict() => return Ok(Action::requeue(STALE_RETRY)),
         other => other?,

@@ -65,6 +65,7 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
     if open && !wanted.is_empty() {
         created = create_pods(&ctx, &fresh, &wanted).await?;
     }
+    tracing::debug!(?wanted, ?created, open, "created pods");
     let short = open && created.len() < wanted.len();
     let action = act(&ctx, &fresh, &pods, decision, created).await?;
     // Parents not cached yet, or a create failed: look again soon.
@@ -87,6 +88,9 @@ async fn act(
     let current = pclq.status.clone().unwrap_or_default();
     if !same_status(&current, &status) {
         ctx.apply_status(pclq, &status, true).await?;
+    }
+    if let Some(outcome) = decision.outcome {
+        tracing::info!(?outcome, "terminal condition persisted");
     }
     match decision.outcome {
         Some(PodCliqueOutcome::Completed) => {

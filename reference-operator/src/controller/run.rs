@@ -27,6 +27,8 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
+use tracing::Instrument;
+use tracing::instrument::Instrumented;
 
 use super::context::{Context, Kind};
 use super::error::Error;
@@ -77,10 +79,14 @@ pub async fn run_until(
     let (pcsg_tx, [pcsg_self, pcsg_to_pcs]) = fan_out::<PodCliqueScalingGroup, 2>();
     let (pcs_tx, [pcs_self]) = fan_out::<PodCliqueSet, 1>();
     let pods_config = watcher::Config::default().labels(LABEL_PODCLIQUE);
-    let (pods, pods_watch) = watch::<Pod>(api(&client, &namespace), pods_config, vec![pod_tx]);
-    let (podcliques, pclq_watch) = watch(api(&client, &namespace), Default::default(), pclq_tx);
-    let (scaling_groups, pcsg_watch) = watch(api(&client, &namespace), Default::default(), pcsg_tx);
-    let (podcliquesets, pcs_watch) = watch(api(&client, &namespace), Default::default(), pcs_tx);
+    let (pods, pods_ready, pods_watch) =
+        watch::<Pod>(api(&client, &namespace), pods_config, vec![pod_tx]);
+    let (podcliques, pclq_ready, pclq_watch) =
+        watch(api(&client, &namespace), Default::default(), pclq_tx);
+    let (scaling_groups, pcsg_ready, pcsg_watch) =
+        watch(api(&client, &namespace), Default::default(), pcsg_tx);
+    let (podcliquesets, pcs_ready, pcs_watch) =
+        watch(api(&client, &namespace), Default::default(), pcs_tx);
     let _watches = [pods_watch, pclq_watch, pcsg_watch, pcs_watch].map(Task::spawn);
 
     let ctx = Arc::new(Context {
@@ -90,6 +96,7 @@ pub async fn run_until(
         podcliques: podcliques.clone(),
         scaling_groups: scaling_groups.clone(),
         podcliquesets: podcliquesets.clone(),
+        ready: vec![pods_ready, pclq_ready, pcsg_ready, pcs_ready],
     });
     let stop: Shared<BoxFuture<'static, ()>> = stop.boxed().shared();
     let config = Config::default().debounce(DEBOUNCE);
@@ -98,20 +105,20 @@ pub async fn run_until(
         .owns_stream(pods_rx.map(Ok))
         .with_config(config.clone())
         .graceful_shutdown_on(stop.clone())
-        .run(podclique::reconcile, error_policy, ctx.clone())
+        .run(traced(podclique::reconcile), error_policy, ctx.clone())
         .for_each(log_result);
     let pcsg_controller = Controller::for_stream(pcsg_self.map(Ok), scaling_groups)
         .owns_stream(pclq_to_pcsg.map(Ok))
         .with_config(config.clone())
         .graceful_shutdown_on(stop.clone())
-        .run(pcsg::reconcile, error_policy, ctx.clone())
+        .run(traced(pcsg::reconcile), error_policy, ctx.clone())
         .for_each(log_result);
     let pcs_controller = Controller::for_stream(pcs_self.map(Ok), podcliquesets)
         .owns_stream(pclq_to_pcs.map(Ok))
         .owns_stream(pcsg_to_pcs.map(Ok))
         .with_config(config)
         .graceful_shutdown_on(stop)
-        .run(pcs::reconcile, error_policy, ctx)
+        .run(traced(pcs::reconcile), error_policy, ctx)
         .for_each(log_result);
     futures::join!(pclq_controller, pcsg_controller, pcs_controller);
 
@@ -150,6 +157,23 @@ async fn client(options: &RunOptions, requests: RequestCounter) -> Result<Client
         .map_err(Error::Client)?
         .with_layer(&count)
         .build())
+}
+
+/// A reconcile function run in a span naming the object (`kind`, `namespace`, `name`).
+fn traced<K, F, Fut>(reconcile: F) -> impl FnMut(Arc<K>, Arc<Context>) -> Instrumented<Fut>
+where
+    K: Resource<DynamicType = ()>,
+    F: Fn(Arc<K>, Arc<Context>) -> Fut,
+{
+    move |obj, ctx| {
+        let span = tracing::debug_span!(
+            "reconcile",
+            kind = %K::kind(&()),
+            namespace = ResourceExt::namespace(obj.as_ref()).unwrap_or_default(),
+            name = %obj.name_any()
+        );
+        reconcile(obj, ctx).instrument(span)
+    }
 }
 
 fn error_policy<K>(obj: Arc<K>, error: &Error, _: Arc<Context>) -> Action
@@ -200,15 +224,22 @@ fn fan_out<K, const N: usize>() -> (Vec<UnboundedSender<K>>, [UnboundedReceiver<
     (senders, receivers)
 }
 
-/// A cache of `K` and the task that keeps it: it applies each watch event to the cache, then
-/// sends every touched object to `outputs`. After a (re)list it sends every object, and those
-/// that vanished meanwhile, so nothing missed during a watch gap goes unreconciled.
+/// A cache of `K`, a flag raised once it holds a first complete listing, and the task that
+/// keeps it: the task applies each watch event to the cache, then sends every touched object
+/// to `outputs`. After a (re)list it sends every object, and those that vanished meanwhile, so
+/// nothing missed during a watch gap goes unreconciled.
 fn watch<K: Kind>(
     api: Api<K>,
     config: watcher::Config,
     outputs: Vec<UnboundedSender<K>>,
-) -> (Store<K>, BoxFuture<'static, ()>) {
+) -> (
+    Store<K>,
+    tokio::sync::watch::Receiver<bool>,
+    BoxFuture<'static, ()>,
+) {
     let (reader, mut writer) = reflector::store::<K>();
+    // `Store::wait_until_ready` wakes only one of several concurrent waiters; this flag wakes all.
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
     let cache = reader.clone();
     let task = async move {
         let mut events = watcher(api, config).default_backoff().boxed();
@@ -226,6 +257,7 @@ fn watch<K: Kind>(
                 watcher::Event::InitDone => {
                     let before = cache.state();
                     writer.apply_watcher_event(&event);
+                    ready_tx.send_replace(true);
                     let after = cache.state();
                     let now: HashSet<ObjectRef<K>> = after
                         .iter()
@@ -248,7 +280,7 @@ fn watch<K: Kind>(
             }
         }
     };
-    (reader, task.boxed())
+    (reader, ready_rx, task.boxed())
 }
 
 /// A spawned task, aborted when dropped (so an in-process `run` that is dropped stops its

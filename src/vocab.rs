@@ -924,9 +924,15 @@ impl Vocabulary {
         let mut condition = Map::new();
         condition.insert("type".into(), Value::from(type_));
         condition.insert("status".into(), Value::from(status));
-        if let Some(reason) = reason {
-            condition.insert("reason".into(), Value::from(reason));
-        }
+        // metav1.Condition requires a reason and a message.
+        condition.insert(
+            "reason".into(),
+            Value::from(reason.unwrap_or("SetByConformanceHarness")),
+        );
+        condition.insert(
+            "message".into(),
+            Value::from("written by the grove-conformance harness"),
+        );
         condition.insert("lastTransitionTime".into(), Value::from(now));
         match list
             .iter_mut()
@@ -1502,7 +1508,8 @@ mod tests {
             .unwrap();
         assert_eq!(
             obj["status"]["conditions"],
-            json!([{"type": "Completed", "status": "True", "reason": "CompletionCriteriaMet", "lastTransitionTime": "t"}])
+            json!([{"type": "Completed", "status": "True", "reason": "CompletionCriteriaMet",
+                    "message": "written by the grove-conformance harness", "lastTransitionTime": "t"}])
         );
         let mut obj = json!({});
         Vocabulary::new(Revision::GrovePr728)

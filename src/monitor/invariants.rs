@@ -63,6 +63,9 @@ struct ReplicaTrack {
     pending: Option<usize>,
     /// The entry that persisted the latest increment.
     authorized_at: Option<usize>,
+    /// The latest entry in which a regular PodClique of the replica showed
+    /// MinAvailableBreached=True (a gang termination, R5, may follow).
+    breached_at: Option<usize>,
 }
 
 /// A replica of a parent: PCSG replica j, or PCS replica i.
@@ -334,18 +337,35 @@ impl Monitor {
         self.replica_complete(key).then_some(parent.last)
     }
 
-    /// Whether a regular PodClique of replica `key` shows MinAvailableBreached=True (R5).
-    fn regular_gang_termination(&self, key: &ReplicaKey) -> bool {
+    /// Whether a regular PodClique of replica `key` showed MinAvailableBreached=True (R5)
+    /// after the object created at `created` existed: a gang termination of that attempt is
+    /// justified even once the breached clique itself is gone.
+    fn regular_gang_termination(&self, key: &ReplicaKey, created: usize) -> bool {
+        self.replicas
+            .get(key)
+            .and_then(|t| t.breached_at)
+            .is_some_and(|at| created < at)
+    }
+
+    /// Records a regular PodClique's MinAvailableBreached=True against its replica.
+    fn note_breach(&mut self, idx: usize, e: &Entry) {
         let Some(breached) = self.vocab.name(Term::MinAvailableBreached) else {
-            return false;
+            return;
         };
-        self.objs.values().any(|o| {
-            o.kind == Kind::PodClique
-                && !o.gone
-                && !self.vocab.is_completion_aware_clique(&o.object)
-                && self.replicas_of(&o.object, Kind::PodClique).first() == Some(key)
-                && crate::vocab::condition_status(&o.object, breached) == Some("True")
-        })
+        if e.kind != Kind::PodClique
+            || e.event == EventType::Deleted
+            || self.vocab.is_completion_aware_clique(&e.object)
+            || crate::vocab::condition_status(&e.object, breached) != Some("True")
+        {
+            return;
+        }
+        if let Some(key) = self
+            .replicas_of(&e.object, Kind::PodClique)
+            .first()
+            .cloned()
+        {
+            self.replicas.entry(key).or_default().breached_at = Some(idx);
+        }
     }
 
     /// Checks a deletion the implementation started at entry `idx` of an object created at
@@ -370,7 +390,7 @@ impl Monitor {
             if track.authorized_at.is_some_and(|at| created < at) {
                 return None;
             }
-            if self.regular_gang_termination(key) {
+            if self.regular_gang_termination(key, created) {
                 return None;
             }
         }
@@ -684,6 +704,7 @@ impl Monitor {
     }
 
     fn update(&mut self, idx: usize, e: &Entry, prev: Option<Obj>) {
+        self.note_breach(idx, e);
         let terminal = self.vocab.terminal_state(e.kind, &e.object);
         let counts: Vec<u64> = self
             .vocab

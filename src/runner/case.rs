@@ -65,14 +65,64 @@ impl std::fmt::Debug for RunContext {
     }
 }
 
-/// Whether a case needs the cluster to itself (it loses a node, or it pauses or crashes an
-/// implementation that serves every case).
-pub fn needs_exclusive(case: &Case, implementation: &ImplementationSpec) -> bool {
-    case.steps.iter().any(|s| match &s.kind {
-        StepKind::Pods(p) => matches!(p.action, PodAction::LoseNode(_)),
-        StepKind::Controller(_) => !implementation.per_case(),
-        _ => false,
-    })
+/// Cases creating at least this many pods run alone: on a small machine they would starve
+/// the cases beside them (and be starved), turning timing into flakiness.
+pub const LARGE_CASE_PODS: u64 = 128;
+
+/// How many pods the PodCliqueSet of a fixture manifest asks for.
+pub fn fixture_pods(manifest: &Value) -> u64 {
+    let int = |v: Option<&Value>, default: u64| v.and_then(Value::as_u64).unwrap_or(default);
+    let template = manifest.pointer("/spec/template");
+    let pcs_replicas = int(manifest.pointer("/spec/replicas"), 1);
+    let groups: Vec<&Value> = template
+        .and_then(|t| t.get("podCliqueScalingGroups"))
+        .and_then(Value::as_array)
+        .map(|g| g.iter().collect())
+        .unwrap_or_default();
+    let per_replica: u64 = template
+        .and_then(|t| t.get("cliques"))
+        .and_then(Value::as_array)
+        .map(|cliques| {
+            cliques
+                .iter()
+                .map(|c| {
+                    let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+                    let pods = int(c.pointer("/spec/replicas"), 1);
+                    let group_replicas = groups
+                        .iter()
+                        .find(|g| {
+                            g.get("cliqueNames")
+                                .and_then(Value::as_array)
+                                .is_some_and(|n| n.iter().any(|n| n.as_str() == Some(name)))
+                        })
+                        .map(|g| int(g.get("replicas"), 1))
+                        .unwrap_or(1);
+                    pods * group_replicas
+                })
+                .sum()
+        })
+        .unwrap_or(0);
+    pcs_replicas * per_replica
+}
+
+/// Whether a case needs the cluster to itself: it loses a node, it pauses or crashes an
+/// implementation that serves every case, or it is large ([`LARGE_CASE_PODS`]).
+pub fn needs_exclusive(
+    case: &Case,
+    catalog: &Catalog,
+    implementation: &ImplementationSpec,
+) -> bool {
+    let large = case.fixtures.iter().any(|f| {
+        catalog
+            .fixture(f)
+            .is_some_and(|fx| fixture_pods(&fx.manifest) >= LARGE_CASE_PODS)
+    });
+    large
+        || case.steps.iter().any(|s| match &s.kind {
+            StepKind::Pods(p) => matches!(p.action, PodAction::LoseNode(_)),
+            StepKind::Controller(_) => !implementation.per_case(),
+            _ => false,
+        })
 }
 
 /// Why a case cannot run here, if it cannot.
@@ -1004,5 +1054,24 @@ fn fires(trigger: &Trigger, armed: &Armed, s: &Snapshot, vocab: &Vocabulary) -> 
                 == Some(status.as_str())
         }),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixture_pods_multiply_clique_group_and_set_replicas() {
+        let manifest = json!({"spec": {"replicas": 2, "template": {
+            "cliques": [
+                {"name": "leader", "spec": {"replicas": 1}},
+                {"name": "worker", "spec": {"replicas": 16}},
+                {"name": "router", "spec": {"replicas": 3}},
+            ],
+            "podCliqueScalingGroups": [{"name": "trainer", "cliqueNames": ["leader", "worker"], "replicas": 4}],
+        }}});
+        // Per set replica: (1 + 16) x 4 in the group, plus 3 standalone.
+        assert_eq!(fixture_pods(&manifest), 2 * (17 * 4 + 3));
     }
 }

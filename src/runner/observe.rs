@@ -25,8 +25,9 @@ use crate::matcher::Snapshot;
 use crate::monitor::{Actor, Entry, EventType, Monitor, Violation};
 use crate::vocab::{Kind, Vocabulary};
 
-/// How long an entry waits before the monitor sees it (lets the other watches catch up).
-pub const SETTLE: Duration = Duration::from_millis(250);
+/// How long an entry waits before the monitor sees it (lets the other watches catch up; a
+/// loaded apiserver delivers one kind's events hundreds of milliseconds after another's).
+pub const SETTLE: Duration = Duration::from_millis(1000);
 
 /// The API resource of a kind.
 pub fn api_resource(kind: Kind) -> ApiResource {

@@ -133,27 +133,25 @@ pub async fn run_cases(
     // Exclusive cases last, so they do not hold up the parallel ones.
     let (mut ordered, exclusive): (Vec<Case>, Vec<Case>) = cases
         .into_iter()
-        .partition(|c| !needs_exclusive(c, &settings.implementation));
+        .partition(|c| !needs_exclusive(c, &context.catalog, &settings.implementation));
     ordered.extend(exclusive);
     let mut tasks = Vec::new();
     for case in ordered {
         let context = context.clone();
         let slots = slots.clone();
         let cluster = cluster.clone();
-        let exclusive = needs_exclusive(&case, &settings.implementation);
+        let exclusive = needs_exclusive(&case, &context.catalog, &settings.implementation);
         tasks.push(tokio::spawn(async move {
+            // Always the slot first, then the cluster lock: a case holding the write lock
+            // never waits for a slot held by a case queued behind it.
+            let _slot = slots
+                .acquire()
+                .await
+                .expect("the semaphore is never closed");
             if exclusive {
                 let _alone = cluster.write().await;
-                let _slot = slots
-                    .acquire()
-                    .await
-                    .expect("the semaphore is never closed");
                 run_case(&context, &case).await;
             } else {
-                let _slot = slots
-                    .acquire()
-                    .await
-                    .expect("the semaphore is never closed");
                 let _shared = cluster.read().await;
                 run_case(&context, &case).await;
             }

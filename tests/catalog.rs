@@ -6,12 +6,12 @@
 //! `skipped: <reason>` on stderr there).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use grove_conformance::catalog::{self, Catalog};
 use grove_conformance::embedded::{self, Shared};
 use grove_conformance::report::Outcome;
-use grove_conformance::runner::case::{RunContext, run_case};
+use grove_conformance::runner::case::{RunContext, needs_exclusive, run_case};
 use grove_conformance::runner::{ImplementationSpec, TargetHandles, target};
 use grove_conformance::vocab::{Revision, Vocabulary};
 use rstest::rstest;
@@ -87,15 +87,25 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
         .unwrap_or_else(|| panic!("{} is not in the catalog", path.display()))
         .clone();
     std::fs::create_dir_all(&env.logs).unwrap();
+    let implementation = ImplementationSpec::Reference {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_grove-conformance")),
+    };
+    // Cases that lose a node or are large run alone, as `grove-conformance run` does.
+    static CLUSTER: RwLock<()> = RwLock::new(());
+    let _alone;
+    let _shared;
+    if needs_exclusive(&case, &env.catalog, &implementation) {
+        _alone = CLUSTER.write().unwrap_or_else(|p| p.into_inner());
+    } else {
+        _shared = CLUSTER.read().unwrap_or_else(|p| p.into_inner());
+    }
     let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let result = env.shared.block_on(async {
         let context = RunContext {
             client: target.client.clone(),
             kubeconfig: target.kubeconfig.clone(),
             fleet: target.fleet.clone(),
-            implementation: ImplementationSpec::Reference {
-                program: PathBuf::from(env!("CARGO_BIN_EXE_grove-conformance")),
-            },
+            implementation,
             shared_instance: None,
             vocab: Vocabulary::new(Revision::default()),
             catalog: env.catalog.clone(),

@@ -530,7 +530,21 @@ impl Ctx<'_> {
         Ok((kind, name, object))
     }
 
+    /// Sends an update, reading the live object afresh and retrying when the implementation
+    /// wrote it in between (409 Conflict): the harness's change is what is being tested, not
+    /// its timing.
     async fn send_update(&self, update: &Update) -> Result<Value, kube::Error> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match self.send_update_once(update).await {
+                Err(kube::Error::Api(status)) if status.code == 409 && attempts < 10 => continue,
+                other => return other,
+            }
+        }
+    }
+
+    async fn send_update_once(&self, update: &Update) -> Result<Value, kube::Error> {
         let (kind, name, object) = match self.updated_object(update).await {
             Ok(x) => x,
             Err(_) => {

@@ -7,7 +7,7 @@
 //!
 //! Measurements: `cargo test --release --test reference_operator -- --ignored --nocapture measure`
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -69,10 +69,12 @@ where
     F: FnOnce(World) -> Fut,
     Fut: Future<Output = World>,
 {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .try_init();
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let env = shared();
     let cluster = env
         .cluster()
@@ -183,7 +185,10 @@ impl OperatorProcess {
             c
         };
         let child = command
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("OPERATOR_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(file.try_clone().unwrap())
             .stderr(file)
             .spawn()
@@ -837,4 +842,369 @@ fn a_force_deleted_pod_fails_the_job() {
 #[test]
 fn an_evicted_pod_fails_the_job() {
     vanished_pod_fails_the_job("evict", "evict");
+}
+
+// =============================================================================================
+// Crash safety.
+
+#[test]
+fn a_sigkill_in_the_middle_of_a_restart_still_counts_one_restart() {
+    with_operator(
+        "sigkill",
+        Mode::Process,
+        Duration::from_secs(55),
+        |mut w| async move {
+            create(
+                &w,
+                &pcs(
+                    "job",
+                    vec![clique("worker", 4, true)],
+                    vec![],
+                    max_restarts(2),
+                ),
+            )
+            .await;
+            let pods = running_pods(&w, "job-0-worker", 4).await;
+            let first: PodClique = wait_for(&w, "job-0-worker", "the clique", |_| true).await;
+            let seen = Arc::new(Mutex::new(BTreeSet::new()));
+            let counts_seen = record_counts(&w, "job", seen.clone());
+
+            exit_all(&w, &pods[..1], 1).await;
+            // The count is persisted; the deletes and recreations are under way: kill now (O3).
+            wait_for(&w, "job", "the count", |p: &PodCliqueSet| {
+                counts(p) == vec![1]
+            })
+            .await;
+            let operator = w.operator.as_mut().unwrap().process();
+            operator.kill();
+            let after_kill: Option<PodClique> = Api::namespaced(w.client.clone(), &w.ns)
+                .get_opt("job-0-worker")
+                .await
+                .unwrap();
+            let state = match &after_kill {
+                Some(c) if c.uid() == first.uid() => "before the old clique was deleted",
+                Some(_) => "after the new clique was created",
+                None => "between the delete and the recreation",
+            };
+            eprintln!("sigkill: the operator died {state}");
+            *operator = OperatorProcess::start(w.cluster.control_plane.kubeconfig_path(), &w.ns);
+
+            let clique: PodClique =
+                wait_for(&w, "job-0-worker", "the new attempt", |c: &PodClique| {
+                    c.labels().get(LABEL_RESTART_ATTEMPT).map(String::as_str) == Some("1")
+                })
+                .await;
+            assert_ne!(clique.uid(), first.uid());
+            let pods = running_pods(&w, "job-0-worker", 4).await;
+            exit_all(&w, &pods, 0).await;
+            let job: PodCliqueSet = wait_for(&w, "job", "the job to complete", |p| {
+                is_true(p, CONDITION_COMPLETED, None)
+            })
+            .await;
+            assert_eq!(counts(&job), vec![1], "O3: exactly one restart");
+            assert!(is_absent(&job, CONDITION_FAILED));
+            counts_seen.abort();
+            let seen = seen.lock().unwrap().clone();
+            assert_eq!(
+                seen,
+                BTreeSet::from([vec![0], vec![1]]),
+                "R3: counts seen {seen:?}"
+            );
+            // No duplicate children: exactly one pod per index in the new attempt.
+            let uid = clique.uid().unwrap();
+            let pods: Vec<Pod> = Api::<Pod>::namespaced(w.client.clone(), &w.ns)
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter(|p| owner_uid(p) == uid)
+                .collect();
+            let indices: Vec<u32> = pods.iter().map(index).collect();
+            assert_eq!(indices.len(), 4, "no duplicate pods: {indices:?}");
+            assert_eq!(indices.iter().collect::<BTreeSet<_>>().len(), 4);
+            w
+        },
+    );
+}
+
+/// Records every `replicaRestartCounts` value PodCliqueSet `name` shows.
+fn record_counts(
+    w: &World,
+    name: &str,
+    seen: Arc<Mutex<BTreeSet<Vec<i64>>>>,
+) -> tokio::task::JoinHandle<()> {
+    let api: Api<PodCliqueSet> = Api::namespaced(w.client.clone(), &w.ns);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    tokio::spawn(async move {
+        let mut events = watcher(api, config)
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        while let Some(event) = events.next().await {
+            if let Ok(pcs) = event {
+                seen.lock().unwrap().insert(counts(&pcs));
+            }
+        }
+    })
+}
+
+// =============================================================================================
+// Measurements (printed, not asserted on time).
+
+/// Watch events of a namespace, timestamped on arrival.
+#[derive(Clone, Default)]
+struct Timeline {
+    entries: Arc<Mutex<Vec<(Instant, Value)>>>,
+    listed: Arc<Mutex<usize>>,
+}
+
+impl Timeline {
+    /// Starts recording pods, PodCliques and PCSGs of `w`'s namespace; returns once all three
+    /// watches have listed.
+    async fn start(w: &World) -> (Timeline, Vec<tokio::task::JoinHandle<()>>) {
+        let timeline = Timeline::default();
+        let tasks = vec![
+            timeline.record(Api::<Pod>::namespaced(w.client.clone(), &w.ns)),
+            timeline.record(Api::<PodClique>::namespaced(w.client.clone(), &w.ns)),
+            timeline.record(Api::<PodCliqueScalingGroup>::namespaced(
+                w.client.clone(),
+                &w.ns,
+            )),
+        ];
+        let deadline = Instant::now() + WAIT;
+        while *timeline.listed.lock().unwrap() < 3 {
+            assert!(
+                Instant::now() < deadline,
+                "the timeline watches did not list"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        (timeline, tasks)
+    }
+
+    fn record<K>(&self, api: Api<K>) -> tokio::task::JoinHandle<()>
+    where
+        K: Resource<DynamicType = ()> + Clone + std::fmt::Debug,
+        K: serde::de::DeserializeOwned + serde::Serialize,
+        K: Send + 'static,
+    {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut events = watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => {
+                        let mut value = serde_json::to_value(&o).unwrap();
+                        value["kind"] = K::kind(&()).into_owned().into();
+                        this.entries.lock().unwrap().push((Instant::now(), value));
+                    }
+                    Ok(watcher::Event::InitDone) => *this.listed.lock().unwrap() += 1,
+                    _ => {}
+                }
+            }
+        })
+    }
+
+    /// The first time `test` holds for an entry after `since`.
+    fn first(&self, since: Instant, test: impl Fn(&Value) -> bool) -> Option<Instant> {
+        let entries = self.entries.lock().unwrap();
+        entries
+            .iter()
+            .find(|(t, v)| *t >= since && test(v))
+            .map(|(t, _)| *t)
+    }
+
+    /// The time the `n`-th distinct object satisfying `test` was first seen after `since`.
+    fn nth(&self, since: Instant, n: usize, test: impl Fn(&Value) -> bool) -> Option<Instant> {
+        let entries = self.entries.lock().unwrap();
+        let mut seen = BTreeSet::new();
+        for (t, v) in entries.iter().filter(|(t, _)| *t >= since) {
+            if test(v) {
+                seen.insert(
+                    v.pointer("/metadata/uid")
+                        .cloned()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+                if seen.len() == n {
+                    return Some(*t);
+                }
+            }
+        }
+        None
+    }
+}
+
+fn attempt_of(v: &Value) -> Option<&str> {
+    v.pointer(&format!(
+        "/metadata/labels/{}",
+        LABEL_RESTART_ATTEMPT.replace('/', "~1")
+    ))
+    .and_then(Value::as_str)
+}
+
+fn millis(from: Instant, to: Option<Instant>) -> f64 {
+    to.map_or(f64::NAN, |t| t.duration_since(from).as_secs_f64() * 1000.0)
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// Reaction to a failure in a 16-pod PCSG replica: failure visible → count persisted → all
+/// PodCliques of the replica recreated → all 16 pods created, over five restarts.
+#[test]
+fn measure_restart_reaction_for_a_16_pod_replica() {
+    with_operator(
+        "reaction",
+        Mode::Process,
+        Duration::from_secs(55),
+        |w| async move {
+            let group = json!({"name": "gang", "cliqueNames": ["leader", "worker"], "replicas": 1,
+                           "policy": max_restarts(5)});
+            let cliques = vec![clique("leader", 1, true), clique("worker", 15, true)];
+            create(&w, &pcs("react", cliques, vec![group], Value::Null)).await;
+            let (timeline, tasks) = Timeline::start(&w).await;
+            let (mut persisted, mut cliques_back, mut pods_back) = (vec![], vec![], vec![]);
+            for attempt in 1..=5 {
+                running_pods(&w, "react-0-gang-0-leader", 1).await;
+                let workers = running_pods(&w, "react-0-gang-0-worker", 15).await;
+                let victim = workers[attempt % 15].name_any();
+                let since = Instant::now();
+                exit_all(&w, &workers[attempt % 15..attempt % 15 + 1], 1).await;
+                wait_for(
+                    &w,
+                    "react-0-gang",
+                    "the count",
+                    move |g: &PodCliqueScalingGroup| {
+                        counts(g) == vec![i64::try_from(attempt).unwrap()]
+                    },
+                )
+                .await;
+                let label = attempt.to_string();
+                let pod_label = label.clone();
+                wait_list(
+                    &w,
+                    &format!("{LABEL_PART_OF}=react,{LABEL_RESTART_ATTEMPT}={label}"),
+                    "16 new pods",
+                    |pods: &[Pod]| pods.len() == 16,
+                )
+                .await;
+                let failed = timeline
+                    .first(since, |v| {
+                        v["kind"] == "Pod"
+                            && v["metadata"]["name"] == victim.as_str()
+                            && v["status"]["phase"] == "Failed"
+                    })
+                    .expect("the failure was seen");
+                let count = timeline.first(since, |v| {
+                    v["kind"] == "PodCliqueScalingGroup"
+                        && v["status"]["replicaRestartCounts"][0] == attempt
+                });
+                let cliques = timeline.nth(since, 2, |v| {
+                    v["kind"] == "PodClique" && attempt_of(v) == Some(label.as_str())
+                });
+                let pods = timeline.nth(since, 16, |v| {
+                    v["kind"] == "Pod" && attempt_of(v) == Some(pod_label.as_str())
+                });
+                persisted.push(millis(failed, count));
+                cliques_back.push(millis(failed, cliques));
+                pods_back.push(millis(failed, pods));
+            }
+            for task in tasks {
+                task.abort();
+            }
+            eprintln!(
+                "reaction of a 16-pod replica, ms after the failure was visible (median of 5): \
+             count persisted {:.0}, PodCliques recreated {:.0}, 16 pods created {:.0}\n  \
+             count {persisted:.0?}\n  cliques {cliques_back:.0?}\n  pods {pods_back:.0?}",
+                median(persisted.clone()),
+                median(cliques_back.clone()),
+                median(pods_back.clone()),
+            );
+            w
+        },
+    );
+}
+
+/// A 512-pod PodCliqueSet (32 PCSG replicas × 16 pods) runs, survives one gang restart and
+/// completes; prints the operator's peak RSS and API requests per pod.
+#[test]
+#[ignore = "measurement: 512 pods; run with --ignored"]
+fn measure_a_512_pod_job() {
+    with_operator(
+        "scale",
+        Mode::Process,
+        Duration::from_secs(180),
+        |mut w| async move {
+            let group = json!({"name": "gang", "cliqueNames": ["leader", "worker"], "replicas": 32,
+                           "policy": max_restarts(1)});
+            let cliques = vec![clique("leader", 1, true), clique("worker", 15, true)];
+            let started = Instant::now();
+            create(&w, &pcs("big", cliques, vec![group], Value::Null)).await;
+            let selector = format!("{LABEL_PART_OF}=big");
+            let all_running = |pods: &[Pod]| pods.iter().filter(|p| running(p)).count() == 512;
+            wait_list(&w, &selector, "512 running pods", all_running).await;
+            let running_after = started.elapsed();
+
+            let victim = running_pods(&w, "big-0-gang-7-worker", 15).await.remove(3);
+            let restart = Instant::now();
+            exit_all(&w, std::slice::from_ref(&victim), 1).await;
+            wait_for(
+                &w,
+                "big-0-gang",
+                "the restart",
+                |g: &PodCliqueScalingGroup| counts(g).get(7) == Some(&1),
+            )
+            .await;
+            let pods = wait_list(&w, &selector, "512 running pods again", all_running).await;
+            let restarted_after = restart.elapsed();
+
+            let finish = Instant::now();
+            let fleet = &w.cluster.fleet;
+            let ns = w.ns.clone();
+            futures::stream::iter(pods.iter().filter(|p| running(p)))
+                .for_each_concurrent(32, |p| {
+                    let ns = ns.clone();
+                    async move { fleet.exit(&ns, &p.name_any(), 0).await.expect("exit") }
+                })
+                .await;
+            let job: PodCliqueSet = wait_for(&w, "big", "the job to complete", |p| {
+                is_true(p, CONDITION_COMPLETED, None)
+            })
+            .await;
+            let completed_after = finish.elapsed();
+            let gang: PodCliqueScalingGroup =
+                wait_for(&w, "big-0-gang", "the group", |_| true).await;
+            let mut expected = vec![0; 32];
+            expected[7] = 1;
+            assert_eq!(counts(&gang), expected);
+            assert!(is_absent(&job, CONDITION_FAILED));
+
+            let operator = w.operator.as_mut().unwrap().process();
+            let rss = operator.peak_rss_kib().unwrap_or_default();
+            let log = operator.stop();
+            let line = log
+                .lines()
+                .rev()
+                .find(|l| l.contains("API requests made"))
+                .unwrap_or_default();
+            let total: f64 = line
+                .split_whitespace()
+                .find_map(|f| f.strip_prefix("total="))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(f64::NAN);
+            eprintln!(
+                "512-pod job: all running {running_after:.1?} after creation; one gang restart back \
+             to 512 running in {restarted_after:.1?}; Completed {completed_after:.1?} after the \
+             exits began\n  operator peak RSS {:.1} MiB; {total} API requests for 528 pods = \
+             {:.2} per pod\n  {line}",
+                rss as f64 / 1024.0,
+                total / 528.0,
+            );
+            w
+        },
+    );
 }

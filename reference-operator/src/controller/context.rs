@@ -2,8 +2,9 @@
 //! requests every controller makes the same way: status through the status subresource with
 //! one field manager, guarded deletes, idempotent creates, live reads for the C4 guard.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
@@ -34,7 +35,50 @@ pub struct Context {
     pub(super) recorder: Recorder,
     /// One flag per cache, raised once it holds a complete first listing.
     pub(super) ready: Vec<tokio::sync::watch::Receiver<bool>>,
+    /// The resourceVersion of each object's status as last written here, by uid: a cached
+    /// copy older than that is behind our own write, and deciding on it would only conflict.
+    pub(super) written: Mutex<HashMap<String, u64>>,
 }
+
+/// Events to publish on one object, in order.
+pub(super) struct Events {
+    regarding: ObjectReference,
+    events: Vec<Event>,
+}
+
+impl Events {
+    /// No events yet, about `obj`.
+    pub(super) fn on<K: Resource<DynamicType = ()>>(obj: &K) -> Events {
+        Events {
+            regarding: obj.object_ref(&()),
+            events: Vec::new(),
+        }
+    }
+
+    /// Adds an event; `related` names a second object (the failed child of a restart).
+    pub(super) fn add(
+        &mut self,
+        warning: bool,
+        reason: &str,
+        note: String,
+        related: Option<ObjectReference>,
+    ) {
+        self.events.push(Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: related,
+        });
+    }
+}
+
+/// Above this many entries the record of our own writes is dropped (it only saves requests).
+const WRITTEN_LIMIT: usize = 10_000;
 
 /// What a delete must still find to go ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,6 +200,23 @@ impl Context {
         }
     }
 
+    /// Whether the cached `obj` is older than a status write of ours (its watch event is on
+    /// the way and will trigger another look).
+    pub(super) fn behind<K: Kind>(&self, obj: &K) -> bool {
+        let (Some(uid), Some(version)) = (obj.uid(), version(obj)) else {
+            return false;
+        };
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        match written.get(&uid) {
+            Some(&w) if version < w => true,
+            Some(_) => {
+                written.remove(&uid);
+                false
+            }
+            None => false,
+        }
+    }
+
     /// Replaces the status of `obj` by `status` (server-side apply on the status subresource,
     /// one field manager). With `guarded`, the write carries `obj`'s resourceVersion, so a
     /// decision made on a stale read fails with [`Error::Conflict`] instead of landing.
@@ -176,20 +237,30 @@ impl Context {
             "metadata": metadata,
             "status": status,
         });
-        self.api::<K>(&obj.namespace().unwrap_or_default())
+        let written = self
+            .api::<K>(&obj.namespace().unwrap_or_default())
             .patch_status(
                 &name,
                 &PatchParams::apply(FIELD_MANAGER).force(),
                 &Patch::Apply(&patch),
             )
             .await
-            .map_err(api_error("write the status of", kind::<K>(), &name))
+            .map_err(api_error("write the status of", kind::<K>(), &name))?;
+        if let (Some(uid), Some(version)) = (written.uid(), version(&written)) {
+            let mut record = self.written.lock().unwrap_or_else(|e| e.into_inner());
+            if record.len() >= WRITTEN_LIMIT {
+                record.clear();
+            }
+            record.insert(uid, version);
+        }
+        Ok(written)
     }
 
     /// Deletes `obj` gracefully (its own grace period, never forced: C6). An object already
     /// gone, or replaced by another of the same name, counts as deleted; with
     /// [`Guard::Version`] an object that changed since it was read is [`Error::Conflict`].
-    pub(super) async fn delete<K: Kind>(&self, obj: &K, guard: Guard) -> Result<(), Error> {
+    /// Returns whether the object is gone (not held by a finalizer or a grace period).
+    pub(super) async fn delete<K: Kind>(&self, obj: &K, guard: Guard) -> Result<bool, Error> {
         let name = obj.name_any();
         let preconditions = Preconditions {
             uid: obj.uid(),
@@ -206,36 +277,34 @@ impl Context {
             .delete(&name, &params)
             .await;
         match result {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 && guard == Guard::Uid => Ok(()),
+            // The object as deleted (gone), or as it still is: held by a finalizer or a grace period.
+            Ok(response) => Ok(response.left().is_none_or(|o| {
+                let meta = o.meta();
+                meta.deletion_timestamp.is_none()
+                    || (o.finalizers().is_empty()
+                        && meta.deletion_grace_period_seconds.unwrap_or(0) == 0)
+            })),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 && guard == Guard::Uid => Ok(true),
             Err(e) => Err(api_error("delete", kind::<K>(), &name)(e)),
         }
     }
 
-    /// Publishes an event on `obj` (best effort: a lost event never blocks a decision).
-    pub(super) async fn publish<K: Kind>(
-        &self,
-        obj: &K,
-        warning: bool,
-        reason: &str,
-        note: String,
-        related: Option<ObjectReference>,
-    ) {
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.into(),
-            note: Some(note),
-            action: "Reconcile".into(),
-            secondary: related,
-        };
-        if let Err(error) = self.recorder.publish(&event, &obj.object_ref(&())).await {
-            tracing::warn!(reason, object = %obj.name_any(), %error, "failed to publish an event");
+    /// Publishes `events` in the background, in order: they report a write that has landed,
+    /// and a lost event never blocks a decision.
+    pub(super) fn publish(&self, events: Events) {
+        if events.events.is_empty() {
+            return;
         }
+        let recorder = self.recorder.clone();
+        tokio::spawn(async move {
+            for event in &events.events {
+                if let Err(error) = recorder.publish(event, &events.regarding).await {
+                    let object = events.regarding.name.as_deref().unwrap_or_default();
+                    tracing::warn!(reason = %event.reason, object, %error, "failed to publish an event");
+                }
+            }
+        });
     }
 
     /// C4: whether the scope that `meta` lives in is open for creation, read live up the
@@ -247,40 +316,62 @@ impl Context {
         namespace: &str,
         meta: &ObjectMeta,
     ) -> Result<bool, Error> {
-        let mut link = parent_link(meta);
-        while let Some(l) = link {
-            let (parent, conditions, counts) = match l.kind.as_str() {
-                KIND_PCSG => match self
-                    .get::<PodCliqueScalingGroup>(namespace, &l.name)
-                    .await?
-                {
-                    Some(g) => {
-                        let s = g.status.unwrap_or_default();
-                        (g.metadata, s.conditions, s.replica_restart_counts)
-                    }
-                    None => return Ok(false),
-                },
-                _ => match self.get::<PodCliqueSet>(namespace, &l.name).await? {
-                    Some(p) => {
-                        let s = p.status.unwrap_or_default();
-                        (p.metadata, s.conditions, s.replica_restart_counts)
-                    }
-                    None => return Ok(false),
-                },
-            };
-            let open = parent.uid.as_deref() == Some(l.uid.as_str())
-                && parent.deletion_timestamp.is_none()
-                && conditions::terminal(conditions.as_deref().unwrap_or_default()).is_none()
-                && Some(restart_count(
-                    counts.as_deref().unwrap_or_default(),
-                    l.replica,
-                )) == l.attempt;
-            if !open {
-                return Ok(false);
+        let Some(parent) = parent_link(meta) else {
+            return Ok(true);
+        };
+        // The hierarchy is at most two parents deep. Owner references and labels never change,
+        // so the grandparent can be named from the cached parent and both read at once.
+        let grandparent = Some(&parent)
+            .filter(|p| p.kind == KIND_PCSG)
+            .and_then(|p| Self::cached(&self.scaling_groups, namespace, &p.name))
+            .filter(|g| g.uid().as_deref() == Some(parent.uid.as_str()))
+            .and_then(|g| parent_link(&g.metadata));
+        let (first, second) = futures::join!(self.live_parent(namespace, &parent), async {
+            match &grandparent {
+                Some(link) => self.live_parent(namespace, link).await.map(Some),
+                None => Ok(None),
             }
-            link = parent_link(&parent);
-        }
-        Ok(true)
+        });
+        let Some(parent_meta) = first? else {
+            return Ok(false);
+        };
+        Ok(match (parent_link(&parent_meta), second?) {
+            (None, _) => true,
+            (Some(_), Some(checked)) => checked.is_some(),
+            (Some(link), None) => self.live_parent(namespace, &link).await?.is_some(),
+        })
+    }
+
+    /// The live metadata of the parent `link` names, if it is open for `link`'s attempt.
+    async fn live_parent(
+        &self,
+        namespace: &str,
+        link: &ParentLink,
+    ) -> Result<Option<ObjectMeta>, Error> {
+        let (parent, conditions, counts) = if link.kind == KIND_PCSG {
+            let Some(g) = self
+                .get::<PodCliqueScalingGroup>(namespace, &link.name)
+                .await?
+            else {
+                return Ok(None);
+            };
+            let s = g.status.unwrap_or_default();
+            (g.metadata, s.conditions, s.replica_restart_counts)
+        } else {
+            let Some(p) = self.get::<PodCliqueSet>(namespace, &link.name).await? else {
+                return Ok(None);
+            };
+            let s = p.status.unwrap_or_default();
+            (p.metadata, s.conditions, s.replica_restart_counts)
+        };
+        let open = parent.uid.as_deref() == Some(link.uid.as_str())
+            && parent.deletion_timestamp.is_none()
+            && conditions::terminal(conditions.as_deref().unwrap_or_default()).is_none()
+            && Some(restart_count(
+                counts.as_deref().unwrap_or_default(),
+                link.replica,
+            )) == link.attempt;
+        Ok(open.then_some(parent))
     }
 }
 
@@ -315,6 +406,11 @@ fn parent_link(meta: &ObjectMeta) -> Option<ParentLink> {
                 .map(String::as_str),
         ),
     })
+}
+
+/// The resourceVersion as a number (etcd revisions are).
+fn version<K: Resource>(obj: &K) -> Option<u64> {
+    obj.meta().resource_version.as_deref()?.parse().ok()
 }
 
 /// The controller owner reference of an object.

@@ -10,7 +10,7 @@ pub enum Error {
     Config(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The client could not be built from the configuration.
     #[error("failed to build the client")]
-    Client(#[source] kube::Error),
+    Client(#[source] Box<kube::Error>),
     /// An API request failed.
     #[error("failed to {verb} {kind} {name}")]
     Api {
@@ -22,7 +22,7 @@ pub enum Error {
         name: String,
         /// The cause.
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     /// The object changed since it was read (a resourceVersion precondition failed): look
     /// again rather than act on a stale view.
@@ -51,6 +51,11 @@ impl Error {
     pub fn is_conflict(&self) -> bool {
         matches!(self, Error::Conflict { .. })
     }
+
+    /// Whether the object went away while it was being reconciled (nothing left to do).
+    pub fn is_gone(&self) -> bool {
+        matches!(self, Error::Api { source, .. } if matches!(source.as_ref(), kube::Error::Api(s) if s.code == 404))
+    }
 }
 
 /// `Err(kube::Error)` of one request to [`Error`]: 409 becomes [`Error::Conflict`].
@@ -66,7 +71,7 @@ pub(super) fn api_error(
             verb,
             kind,
             name,
-            source,
+            source: Box::new(source),
         },
     }
 }

@@ -25,6 +25,9 @@ pub(super) async fn reconcile(pcs: Arc<PodCliqueSet>, ctx: Arc<Context>) -> Resu
     if pcs.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
+    if ctx.behind(pcs.as_ref()) {
+        return Ok(Action::requeue(STALE_RETRY));
+    }
     let scope = scope(&ctx, &pcs);
     let plan = scope.plan(Timestamp::now());
 
@@ -32,34 +35,26 @@ pub(super) async fn reconcile(pcs: Arc<PodCliqueSet>, ctx: Arc<Context>) -> Resu
     let status = desired_status(&pcs, &scope, &plan);
     if !same_status(&pcs.status.clone().unwrap_or_default(), &status) {
         ctx.apply_status(pcs.as_ref(), &status, true).await?;
-    }
-    for r in &plan.restarts {
-        tracing::info!(replica = r.replica, count = r.count, failed = %r.failed_child, "gang restart persisted");
-    }
-    if let Some(aggregate) = plan.aggregate {
-        tracing::info!(?aggregate, "terminal condition persisted");
+        scope::log(&plan);
     }
     // 2. What it reports.
-    scope::publish(&ctx, pcs.as_ref(), &plan).await;
+    let mut events = scope::events(pcs.as_ref(), &plan);
     for (i, child) in &plan.gang_terminations {
         let note = format!("replica {i} terminated: {child} stayed below minAvailable");
-        ctx.publish(
-            pcs.as_ref(),
-            false,
-            EVENT_PCS_REPLICA_DELETE_SUCCESSFUL,
-            note,
-            None,
-        )
-        .await;
+        events.add(false, EVENT_PCS_REPLICA_DELETE_SUCCESSFUL, note, None);
     }
+    ctx.publish(events);
     // 3. Then what it deletes, 4. then what it creates.
-    tracing::debug!(deletes = plan.deletes.len(), creates = ?plan.creates, "acting");
-    match scope::delete_all(&ctx, &plan.deletes).await {
+    let gone = match scope::delete_all(&ctx, &plan.deletes).await {
         Err(e) if e.is_conflict() => return Ok(Action::requeue(STALE_RETRY)),
         other => other?,
+    };
+    let mut creates = plan.creates.clone();
+    if gone {
+        creates.extend(plan.recreate.iter().cloned());
     }
-    if !plan.creates.is_empty() {
-        create(&ctx, &pcs, &scope, &plan).await?;
+    if !creates.is_empty() {
+        create(&ctx, &pcs, &plan, &creates).await?;
     }
     Ok(Action::requeue(plan.retry.unwrap_or(RESYNC)))
 }
@@ -134,8 +129,8 @@ fn scope(ctx: &Context, pcs: &PodCliqueSet) -> Scope {
 async fn create(
     ctx: &Context,
     pcs: &PodCliqueSet,
-    scope: &Scope,
     plan: &Plan,
+    creates: &[(usize, Vec<String>)],
 ) -> Result<(), Error> {
     let namespace = pcs.namespace().unwrap_or_default();
     let Some(live) = ctx.get::<PodCliqueSet>(&namespace, &pcs.name_any()).await? else {
@@ -150,9 +145,9 @@ async fn create(
     }
     let counts = status.replica_restart_counts.unwrap_or_default();
     let (mut cliques, mut groups) = (Vec::new(), Vec::new());
-    for (i, names) in &plan.creates {
+    for (i, names) in creates {
         let attempt = restart_count(&counts, *i);
-        if attempt != restart_count(&scope.counts, *i) {
+        if attempt != restart_count(&plan.counts, *i) {
             continue; // the cache is behind a restart: the next look creates
         }
         let replica = u32::try_from(*i).unwrap_or(u32::MAX);

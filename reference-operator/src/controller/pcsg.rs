@@ -12,7 +12,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::conditions::{self, Desired};
-use super::context::{Context, controller_of, owned_by};
+use super::context::{Context, Events, controller_of, owned_by};
 use super::error::Error;
 use super::podclique::RESYNC;
 use super::scope::{self, Existing, Plan, STALE_RETRY, Scope, Slot};
@@ -45,6 +45,9 @@ pub(super) async fn reconcile(
     let Some(pcs) = pcs else {
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
+    if ctx.behind(pcsg.as_ref()) {
+        return Ok(Action::requeue(STALE_RETRY));
+    }
     let scope = scope(&ctx, &pcs, &pcsg);
     let plan = scope.plan(Timestamp::now());
 
@@ -52,37 +55,30 @@ pub(super) async fn reconcile(
     let status = desired_status(&pcsg, &scope, &plan);
     if !same_status(&pcsg.status.clone().unwrap_or_default(), &status) {
         ctx.apply_status(pcsg.as_ref(), &status, true).await?;
-    }
-    for r in &plan.restarts {
-        tracing::info!(replica = r.replica, count = r.count, failed = %r.failed_child, "gang restart persisted");
-    }
-    if let Some(aggregate) = plan.aggregate {
-        tracing::info!(?aggregate, "terminal condition persisted");
+        scope::log(&plan);
     }
     // 2. What it reports.
-    scope::publish(&ctx, pcsg.as_ref(), &plan).await;
+    ctx.publish(scope::events(pcsg.as_ref(), &plan));
+    let mut upstream = Events::on(pcs.as_ref());
     for (j, child) in &plan.gang_terminations {
         let note = format!(
             "replica {j} of {} terminated: {child} stayed below minAvailable",
             pcsg.name_any()
         );
-        ctx.publish(
-            pcs.as_ref(),
-            false,
-            EVENT_PCSG_REPLICA_DELETE_SUCCESSFUL,
-            note,
-            None,
-        )
-        .await;
+        upstream.add(false, EVENT_PCSG_REPLICA_DELETE_SUCCESSFUL, note, None);
     }
+    ctx.publish(upstream);
     // 3. Then what it deletes, 4. then what it creates.
-    tracing::debug!(deletes = plan.deletes.len(), creates = ?plan.creates, "acting");
-    match scope::delete_all(&ctx, &plan.deletes).await {
+    let gone = match scope::delete_all(&ctx, &plan.deletes).await {
         Err(e) if e.is_conflict() => return Ok(Action::requeue(STALE_RETRY)),
         other => other?,
+    };
+    let mut creates = plan.creates.clone();
+    if gone {
+        creates.extend(plan.recreate.iter().cloned());
     }
-    if !plan.creates.is_empty() {
-        create(&ctx, &pcs, &pcsg, &scope, &plan).await?;
+    if !creates.is_empty() {
+        create(&ctx, &pcs, &pcsg, &plan, &creates).await?;
     }
     Ok(Action::requeue(plan.retry.unwrap_or(RESYNC)))
 }
@@ -141,35 +137,38 @@ fn scope(ctx: &Context, pcs: &PodCliqueSet, pcsg: &PodCliqueScalingGroup) -> Sco
     }
 }
 
-/// Creates the missing PodCliques of the planned replicas, after confirming on a live read
-/// that the group is open (C4) and still runs the attempt the plan was made for.
+/// Creates the missing PodCliques of the given replicas, after confirming on a live read that
+/// the group is open (C4) and runs the attempt the plan was made for.
 async fn create(
     ctx: &Context,
     pcs: &PodCliqueSet,
     pcsg: &PodCliqueScalingGroup,
-    scope: &Scope,
     plan: &Plan,
+    creates: &[(usize, Vec<String>)],
 ) -> Result<(), Error> {
     let namespace = pcsg.namespace().unwrap_or_default();
-    let Some(live) = ctx
-        .get::<PodCliqueScalingGroup>(&namespace, &pcsg.name_any())
-        .await?
-    else {
+    let name = pcsg.name_any();
+    // The owner chain comes from immutable metadata, so both reads can go at once.
+    let (live, parents_open) = futures::join!(
+        ctx.get::<PodCliqueScalingGroup>(&namespace, &name),
+        ctx.scope_open(&namespace, &pcsg.metadata)
+    );
+    let Some(live) = live? else {
         return Ok(());
     };
     let status = live.status.clone().unwrap_or_default();
     let open = live.uid() == pcsg.uid()
         && live.metadata.deletion_timestamp.is_none()
         && conditions::terminal(status.conditions.as_deref().unwrap_or_default()).is_none()
-        && ctx.scope_open(&namespace, &live.metadata).await?;
+        && parents_open?;
     if !open {
         return Ok(());
     }
     let counts = status.replica_restart_counts.unwrap_or_default();
     let mut objects: Vec<PodClique> = Vec::new();
-    for (j, names) in &plan.creates {
+    for (j, names) in creates {
         let attempt = restart_count(&counts, *j);
-        if attempt != restart_count(&scope.counts, *j) {
+        if attempt != restart_count(&plan.counts, *j) {
             continue; // the cache is behind a restart: the next look creates
         }
         let replica = u32::try_from(*j).unwrap_or(u32::MAX);

@@ -17,7 +17,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::conditions::{self, Desired};
-use super::context::{Context, Guard, controller_of, label};
+use super::context::{Context, Events, Guard, controller_of, label};
 use super::error::Error;
 use super::scope::{PARALLEL_REQUESTS, STALE_RETRY};
 use crate::api::{PodClique, PodCliqueStatus};
@@ -40,6 +40,9 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
     if pclq.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
+    if ctx.behind(pclq.as_ref()) {
+        return Ok(Action::requeue(STALE_RETRY));
+    }
     let cached = ctx.cached_pods(&pclq.uid().unwrap_or_default());
     let pods: Vec<&Pod> = cached.iter().map(AsRef::as_ref).collect();
     let decision = evaluate_podclique(&view(&pclq, &pods));
@@ -49,9 +52,19 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
         return act(&ctx, &pclq, &pods, decision, Vec::new()).await;
     }
 
-    // Confirm on a live read, and guard creation (C4).
+    // Confirm on a live read, and guard creation (C4). The owner chain comes from immutable
+    // metadata, so both reads can go at once.
     let namespace = pclq.namespace().unwrap_or_default();
-    let Some((fresh, live)) = ctx.live_podclique(&namespace, &pclq.name_any()).await? else {
+    let name = pclq.name_any();
+    let creating = !decision.create.is_empty();
+    let (live, parents_open) = futures::join!(ctx.live_podclique(&namespace, &name), async {
+        if creating {
+            ctx.scope_open(&namespace, &pclq.metadata).await
+        } else {
+            Ok(false)
+        }
+    });
+    let Some((fresh, live)) = live? else {
         return Ok(Action::await_change());
     };
     if fresh.uid() != pclq.uid() || fresh.metadata.deletion_timestamp.is_some() {
@@ -61,7 +74,7 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
     let mut decision = evaluate_podclique(&view(&fresh, &pods));
     let wanted = std::mem::take(&mut decision.create);
     let mut created = Vec::new();
-    let open = wanted.is_empty() || ctx.scope_open(&namespace, &fresh.metadata).await?;
+    let open = wanted.is_empty() || parents_open?;
     if open && !wanted.is_empty() {
         created = create_pods(&ctx, &fresh, &wanted).await?;
     }
@@ -89,33 +102,28 @@ async fn act(
     if !same_status(&current, &status) {
         ctx.apply_status(pclq, &status, true).await?;
     }
-    if let Some(outcome) = decision.outcome {
-        tracing::info!(?outcome, "terminal condition persisted");
-    }
+    let mut events = Events::on(pclq);
     match decision.outcome {
         Some(PodCliqueOutcome::Completed) => {
             let note = format!("all {} pods succeeded", pclq.spec.replicas);
-            ctx.publish(pclq, false, EVENT_JOB_COMPLETED, note, None)
-                .await;
+            events.add(false, EVENT_JOB_COMPLETED, note, None);
         }
         Some(PodCliqueOutcome::Failed(cause)) => {
-            ctx.publish(
-                pclq,
-                true,
-                EVENT_JOB_FAILED,
-                failure_message(cause, pods, pclq),
-                None,
-            )
-            .await;
+            let note = failure_message(cause, pods, pclq);
+            events.add(true, EVENT_JOB_FAILED, note, None);
         }
         None => {}
     }
+    if let Some(outcome) = decision.outcome {
+        tracing::info!(?outcome, "terminal condition persisted");
+    }
+    ctx.publish(events);
     let doomed: Vec<Pod> = pods
         .iter()
         .filter(|p| decision.delete.contains(&p.name_any()))
         .map(|&p| p.clone())
         .collect();
-    let results: Vec<Result<(), Error>> = futures::stream::iter(doomed)
+    let results: Vec<Result<bool, Error>> = futures::stream::iter(doomed)
         .map(|p| async move { ctx.delete(&p, Guard::Version).await })
         .buffer_unordered(PARALLEL_REQUESTS)
         .collect()

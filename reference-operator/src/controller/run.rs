@@ -47,7 +47,7 @@ pub struct RunOptions {
 
 /// Trailing-edge debounce of reconcile requests: a burst of pod transitions (a gang starting,
 /// a gang finishing) becomes one reconcile instead of one per pod.
-const DEBOUNCE: Duration = Duration::from_millis(20);
+const DEBOUNCE: Duration = Duration::from_millis(5);
 
 /// Runs the controllers until SIGTERM or SIGINT.
 pub async fn run(options: RunOptions) -> Result<(), Error> {
@@ -97,6 +97,7 @@ pub async fn run_until(
         scaling_groups: scaling_groups.clone(),
         podcliquesets: podcliquesets.clone(),
         ready: vec![pods_ready, pclq_ready, pcsg_ready, pcs_ready],
+        written: Mutex::default(),
     });
     let stop: Shared<BoxFuture<'static, ()>> = stop.boxed().shared();
     let config = Config::default().debounce(DEBOUNCE);
@@ -154,7 +155,7 @@ async fn client(options: &RunOptions, requests: RequestCounter) -> Result<Client
         request
     });
     Ok(ClientBuilder::try_from(config)
-        .map_err(Error::Client)?
+        .map_err(|e| Error::Client(Box::new(e)))?
         .with_layer(&count)
         .build())
 }
@@ -180,7 +181,7 @@ fn error_policy<K>(obj: Arc<K>, error: &Error, _: Arc<Context>) -> Action
 where
     K: Resource<DynamicType = ()>,
 {
-    if error.is_conflict() {
+    if error.is_conflict() || error.is_gone() {
         tracing::debug!(kind = %K::kind(&()), name = %obj.name_any(), %error, "stale read, looking again");
         Action::requeue(Duration::from_millis(50))
     } else {

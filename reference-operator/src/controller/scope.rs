@@ -12,7 +12,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Resource;
 
 use super::conditions::{self, Desired};
-use super::context::{Context, Guard, Kind, label};
+use super::context::{Context, Events, Guard, Kind, label};
 use super::error::Error;
 use crate::api::{PodClique, PodCliqueScalingGroup};
 use crate::names::{
@@ -76,7 +76,7 @@ impl Existing {
         self.meta().name.clone().unwrap_or_default()
     }
 
-    async fn delete(&self, ctx: &Context, guard: Guard) -> Result<(), Error> {
+    async fn delete(&self, ctx: &Context, guard: Guard) -> Result<bool, Error> {
         match self {
             Existing::Clique(c) => ctx.delete(c.as_ref(), guard).await,
             Existing::Group(g) => ctx.delete(g.as_ref(), guard).await,
@@ -162,6 +162,9 @@ pub(super) struct Plan {
     pub deletes: Vec<(Existing, Guard)>,
     /// Children to create per replica, after the deletes.
     pub creates: Vec<(usize, Vec<String>)>,
+    /// Replicas whose children are all deleted now, to recreate at once when every delete
+    /// is confirmed gone (rather than on a later look, once the cache shows them gone).
+    pub recreate: Vec<(usize, Vec<String>)>,
     /// When to look again without a change.
     pub retry: Option<Duration>,
 }
@@ -187,6 +190,7 @@ impl Scope {
             };
             let decision = evaluate_replica(&view);
             outcomes.push(decision.outcome);
+            let all: Vec<String> = slots.iter().map(|s| s.object_name.clone()).collect();
             let existing = |names: &[String], guard: Guard| {
                 slots
                     .iter()
@@ -204,6 +208,7 @@ impl Scope {
                 }
                 ReplicaAction::FinishRestart { delete } => {
                     plan.deletes.extend(existing(&delete, Guard::Uid));
+                    plan.recreate.push((j, all));
                 }
                 ReplicaAction::Restart {
                     new_count,
@@ -222,6 +227,7 @@ impl Scope {
                         failed_child,
                     });
                     plan.deletes.extend(existing(&then_delete, Guard::Uid));
+                    plan.recreate.push((j, all));
                 }
                 ReplicaAction::Fail {
                     failed_child,
@@ -242,6 +248,7 @@ impl Scope {
                 } => {
                     plan.gang_terminations.push((j, breached_child));
                     plan.deletes.extend(existing(&delete, Guard::Uid));
+                    plan.recreate.push((j, all));
                 }
                 ReplicaAction::Wait => plan.retry_at(Some(STALE_RETRY)),
             }
@@ -303,49 +310,45 @@ fn breach_deadline(view: &ReplicaView) -> Option<Duration> {
         .map(|left| Duration::try_from(left).unwrap_or(Duration::ZERO) + Duration::from_millis(50))
 }
 
-/// Publishes the events of a plan whose status write has landed (EV1–EV4).
-pub(super) async fn publish<K: Kind>(ctx: &Context, parent: &K, plan: &Plan) {
+/// The events of a plan whose status write has landed (EV1–EV4).
+pub(super) fn events<K: Resource<DynamicType = ()>>(parent: &K, plan: &Plan) -> Events {
+    let mut events = Events::on(parent);
     for r in &plan.restarts {
         let note = format!(
             "restarting replica {} (restart {}) after {} failed",
             r.replica, r.count, r.failed_child
         );
-        ctx.publish(
-            parent,
-            true,
-            EVENT_GANG_RESTART_TRIGGERED,
-            note,
-            r.related.clone(),
-        )
-        .await;
+        events.add(true, EVENT_GANG_RESTART_TRIGGERED, note, r.related.clone());
     }
     for (j, child) in &plan.exhausted {
         let note = format!("replica {j} failed ({child}) with no restart left");
-        ctx.publish(parent, true, EVENT_RESTART_BUDGET_EXHAUSTED, note, None)
-            .await;
+        events.add(true, EVENT_RESTART_BUDGET_EXHAUSTED, note, None);
     }
     match plan.aggregate {
         Some(AggregateDecision::Complete) => {
             let note = "every replica completed".to_string();
-            ctx.publish(parent, false, EVENT_JOB_COMPLETED, note, None)
-                .await;
+            events.add(false, EVENT_JOB_COMPLETED, note, None);
         }
         Some(AggregateDecision::Fail) => {
             let note = "a replica failed with its restart budget spent".to_string();
-            ctx.publish(parent, true, EVENT_JOB_FAILED, note, None)
-                .await;
+            events.add(true, EVENT_JOB_FAILED, note, None);
         }
         Some(AggregateDecision::Keep) | None => {}
     }
+    events
 }
 
-/// Carries out the deletes of a plan, a few at a time.
-pub(super) async fn delete_all(ctx: &Context, deletes: &[(Existing, Guard)]) -> Result<(), Error> {
-    futures::stream::iter(deletes.to_vec())
+/// Carries out the deletes of a plan, a few at a time; returns whether every child is gone.
+pub(super) async fn delete_all(
+    ctx: &Context,
+    deletes: &[(Existing, Guard)],
+) -> Result<bool, Error> {
+    let gone: Vec<bool> = futures::stream::iter(deletes.to_vec())
         .map(|(child, guard)| async move { child.delete(ctx, guard).await })
         .buffer_unordered(PARALLEL_REQUESTS)
         .try_collect()
-        .await
+        .await?;
+    Ok(gone.into_iter().all(|g| g))
 }
 
 /// Creates `objects`, a few at a time; objects that already exist are left alone.
@@ -359,4 +362,14 @@ pub(super) async fn create_all<K: Kind>(
         .buffer_unordered(PARALLEL_REQUESTS)
         .try_collect()
         .await
+}
+
+/// Logs the decisions a status write just persisted.
+pub(super) fn log(plan: &Plan) {
+    for r in &plan.restarts {
+        tracing::info!(replica = r.replica, count = r.count, failed = %r.failed_child, "gang restart persisted");
+    }
+    if let Some(aggregate) = plan.aggregate {
+        tracing::info!(?aggregate, "terminal condition persisted");
+    }
 }

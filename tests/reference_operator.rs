@@ -24,10 +24,11 @@ use grove_reference_operator::names::{
     LABEL_PODCLIQUE, LABEL_RESTART_ATTEMPT, REASON_COMPLETION_CRITERIA_MET, REASON_POD_LOST,
     REASON_RESTART_BUDGET_EXHAUSTED,
 };
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -35,6 +36,8 @@ use serde_json::{Value, json};
 
 /// How long any one wait may take.
 const WAIT: Duration = Duration::from_secs(30);
+/// How long a wait on 512 pods may take (the simulated nodes start a few dozen pods a second).
+const SCALE_WAIT: Duration = Duration::from_secs(240);
 /// Environment of a test binary re-run as the operator (see [`operator_process`]).
 const CHILD_KUBECONFIG: &str = "GROVE_TEST_OPERATOR_KUBECONFIG";
 const CHILD_NAMESPACE: &str = "GROVE_TEST_OPERATOR_NAMESPACE";
@@ -53,6 +56,9 @@ enum Mode {
     InProcess,
     /// A child process (SIGKILL, RSS).
     Process,
+    /// A task on the shared runtime, with only the permissions `reference-operator/deploy`
+    /// grants its service account (by impersonation).
+    AsDeployed,
 }
 
 /// One test's world: a namespace, a client, the cluster, and its operator.
@@ -88,7 +94,12 @@ where
             .create(&PostParams::default(), &object)
             .await
             .expect("namespace");
-        let operator = Some(Operator::start(mode, cluster, &ns));
+        let admin = cluster.control_plane.kubeconfig_path().to_path_buf();
+        let kubeconfig = match mode {
+            Mode::AsDeployed => deployed_kubeconfig(&client, &admin).await,
+            Mode::InProcess | Mode::Process => admin,
+        };
+        let operator = Some(Operator::start(mode, kubeconfig, &ns));
         let world = World {
             client: client.clone(),
             cluster,
@@ -111,10 +122,9 @@ enum Operator {
 }
 
 impl Operator {
-    fn start(mode: Mode, cluster: &EmbeddedCluster, ns: &str) -> Operator {
-        let kubeconfig = cluster.control_plane.kubeconfig_path().to_path_buf();
+    fn start(mode: Mode, kubeconfig: PathBuf, ns: &str) -> Operator {
         match mode {
-            Mode::InProcess => {
+            Mode::InProcess | Mode::AsDeployed => {
                 let options = RunOptions {
                     kubeconfig: Some(kubeconfig),
                     namespace: Some(ns.to_string()),
@@ -143,6 +153,46 @@ impl Drop for Operator {
             task.abort();
         }
     }
+}
+
+/// Installs the service account, ClusterRole and binding of `reference-operator/deploy` and
+/// returns a kubeconfig that acts as that service account.
+async fn deployed_kubeconfig(client: &Client, admin: &Path) -> PathBuf {
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("reference-operator/deploy");
+    let read = |file: &str| std::fs::read_to_string(deploy.join(file)).unwrap();
+    let apply = PatchParams::apply("reference-operator-tests").force();
+    let namespace: Namespace = serde_yaml::from_str(&read("namespace.yaml")).unwrap();
+    let account: ServiceAccount = serde_yaml::from_str(&read("serviceaccount.yaml")).unwrap();
+    let role: ClusterRole = serde_yaml::from_str(&read("clusterrole.yaml")).unwrap();
+    let binding: ClusterRoleBinding =
+        serde_yaml::from_str(&read("clusterrolebinding.yaml")).unwrap();
+    let ns = account.namespace().unwrap();
+    Api::<Namespace>::all(client.clone())
+        .patch(&namespace.name_any(), &apply, &Patch::Apply(&namespace))
+        .await
+        .unwrap();
+    Api::<ServiceAccount>::namespaced(client.clone(), &ns)
+        .patch(&account.name_any(), &apply, &Patch::Apply(&account))
+        .await
+        .unwrap();
+    Api::<ClusterRole>::all(client.clone())
+        .patch(&role.name_any(), &apply, &Patch::Apply(&role))
+        .await
+        .unwrap();
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .patch(&binding.name_any(), &apply, &Patch::Apply(&binding))
+        .await
+        .unwrap();
+    let mut kubeconfig: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(admin).unwrap()).unwrap();
+    let user = format!("system:serviceaccount:{ns}:{}", account.name_any());
+    for entry in kubeconfig["users"].as_sequence_mut().unwrap() {
+        entry["user"]["as"] = user.clone().into();
+    }
+    let path =
+        std::env::temp_dir().join(format!("grove-deployed-{}.kubeconfig", std::process::id()));
+    std::fs::write(&path, serde_yaml::to_string(&kubeconfig).unwrap()).unwrap();
+    path
 }
 
 /// The operator as a child process: the harness binary's `reference-operator` subcommand when
@@ -373,6 +423,26 @@ where
         + Sync
         + 'static,
 {
+    wait_list_within(w, WAIT, selector, what, test).await
+}
+
+/// [`wait_list`] with its own time limit.
+async fn wait_list_within<K>(
+    w: &World,
+    limit: Duration,
+    selector: &str,
+    what: &str,
+    test: impl Fn(&[K]) -> bool,
+) -> Vec<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
     let api: Api<K> = Api::namespaced(w.client.clone(), &w.ns);
     let config = if selector.is_empty() {
         watcher::Config::default()
@@ -397,11 +467,15 @@ where
         }
         unreachable!("watches do not end")
     };
-    match tokio::time::timeout(WAIT, watch).await {
+    match tokio::time::timeout(limit, watch).await {
         Ok(objects) => objects,
         Err(_) => {
             let seen: Vec<String> = reader.state().iter().map(|o| o.name_any()).collect();
-            panic!("timed out waiting for {what}; last saw {seen:?}")
+            let some = &seen[..seen.len().min(5)];
+            panic!(
+                "timed out waiting for {what}; last saw {} objects: {some:?}…",
+                seen.len()
+            )
         }
     }
 }
@@ -1137,7 +1211,7 @@ fn measure_a_512_pod_job() {
     with_operator(
         "scale",
         Mode::Process,
-        Duration::from_secs(180),
+        Duration::from_secs(900),
         |mut w| async move {
             let group = json!({"name": "gang", "cliqueNames": ["leader", "worker"], "replicas": 32,
                            "policy": max_restarts(1)});
@@ -1146,7 +1220,7 @@ fn measure_a_512_pod_job() {
             create(&w, &pcs("big", cliques, vec![group], Value::Null)).await;
             let selector = format!("{LABEL_PART_OF}=big");
             let all_running = |pods: &[Pod]| pods.iter().filter(|p| running(p)).count() == 512;
-            wait_list(&w, &selector, "512 running pods", all_running).await;
+            wait_list_within(&w, SCALE_WAIT, &selector, "512 running pods", all_running).await;
             let running_after = started.elapsed();
 
             let victim = running_pods(&w, "big-0-gang-7-worker", 15).await.remove(3);
@@ -1159,7 +1233,14 @@ fn measure_a_512_pod_job() {
                 |g: &PodCliqueScalingGroup| counts(g).get(7) == Some(&1),
             )
             .await;
-            let pods = wait_list(&w, &selector, "512 running pods again", all_running).await;
+            let pods = wait_list_within(
+                &w,
+                SCALE_WAIT,
+                &selector,
+                "512 running pods again",
+                all_running,
+            )
+            .await;
             let restarted_after = restart.elapsed();
 
             let finish = Instant::now();
@@ -1171,10 +1252,11 @@ fn measure_a_512_pod_job() {
                     async move { fleet.exit(&ns, &p.name_any(), 0).await.expect("exit") }
                 })
                 .await;
-            let job: PodCliqueSet = wait_for(&w, "big", "the job to complete", |p| {
-                is_true(p, CONDITION_COMPLETED, None)
-            })
-            .await;
+            let done =
+                |all: &[PodCliqueSet]| all.iter().any(|p| is_true(p, CONDITION_COMPLETED, None));
+            let job = wait_list_within(&w, SCALE_WAIT, "", "the job to complete", done)
+                .await
+                .remove(0);
             let completed_after = finish.elapsed();
             let gang: PodCliqueScalingGroup =
                 wait_for(&w, "big-0-gang", "the group", |_| true).await;
@@ -1204,6 +1286,78 @@ fn measure_a_512_pod_job() {
                 rss as f64 / 1024.0,
                 total / 528.0,
             );
+            w
+        },
+    );
+}
+
+#[test]
+fn a_mixed_job_runs_with_the_deployed_permissions_only() {
+    with_operator(
+        "deployed",
+        Mode::AsDeployed,
+        Duration::from_secs(55),
+        |w| async move {
+            let group = json!({"name": "gang", "cliqueNames": ["leader", "worker"], "replicas": 1,
+                           "policy": max_restarts(1)});
+            let cliques = vec![
+                clique("leader", 1, true),
+                clique("worker", 2, true),
+                clique("router", 1, false),
+            ];
+            create(&w, &pcs("mixed", cliques, vec![group], Value::Null)).await;
+            running_pods(&w, "mixed-0-router", 1).await;
+            let workers = running_pods(&w, "mixed-0-gang-0-worker", 2).await;
+            running_pods(&w, "mixed-0-gang-0-leader", 1).await;
+            // E4: MinAvailableBreached on the regular clique only.
+            let router: PodClique =
+                wait_for(&w, "mixed-0-router", "the router's availability", |c| {
+                    condition(Some(&conditions_of(c)), "MinAvailableBreached")
+                        .is_some_and(|c| c.status == "False")
+                })
+                .await;
+            let worker: PodClique = wait_for(&w, "mixed-0-gang-0-worker", "worker", |_| true).await;
+            assert!(is_absent(&worker, "MinAvailableBreached"), "E4");
+
+            exit_all(&w, &workers[..1], 2).await;
+            wait_for(
+                &w,
+                "mixed-0-gang",
+                "the restart",
+                |g: &PodCliqueScalingGroup| counts(g) == vec![1],
+            )
+            .await;
+            let leader = running_pods(&w, "mixed-0-gang-0-leader", 1).await;
+            let workers = running_pods(&w, "mixed-0-gang-0-worker", 2).await;
+            let router_now: PodClique = wait_for(&w, "mixed-0-router", "router", |_| true).await;
+            assert_eq!(
+                router_now.uid(),
+                router.uid(),
+                "R1: a PCSG restart leaves the PCS's cliques"
+            );
+            exit_all(&w, &leader, 0).await;
+            exit_all(&w, &workers, 0).await;
+
+            wait_for(&w, "mixed", "the job to complete", |p: &PodCliqueSet| {
+                is_true(p, CONDITION_COMPLETED, None)
+            })
+            .await;
+            // E12, C3: the regular router does not hold the job back and is cleaned up after it.
+            let api: Api<PodClique> = Api::namespaced(w.client.clone(), &w.ns);
+            let gone = await_condition(api, "mixed-0-router", |o: Option<&PodClique>| o.is_none());
+            tokio::time::timeout(WAIT, gone)
+                .await
+                .expect("the router stays")
+                .unwrap();
+            wait_events(
+                &w,
+                &[(
+                    "PodCliqueScalingGroup",
+                    "mixed-0-gang",
+                    EVENT_GANG_RESTART_TRIGGERED,
+                )],
+            )
+            .await;
             w
         },
     );

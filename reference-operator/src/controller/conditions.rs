@@ -71,8 +71,8 @@ impl Desired {
 }
 
 /// The conditions to write: the existing terminal conditions kept as they are (E6), then each
-/// desired condition, keeping the old `lastTransitionTime` when its status is unchanged. A
-/// desired `Completed`/`Failed` never replaces one already True.
+/// desired condition, keeping the old `lastTransitionTime` when its status is unchanged. Once
+/// `Completed` or `Failed` is True, no terminal condition is added or replaced.
 pub(super) fn merge(
     existing: &[Condition],
     desired: Vec<Desired>,
@@ -86,8 +86,11 @@ pub(super) fn merge(
         })
         .cloned()
         .collect();
+    // `out` now holds exactly the persisted terminal conditions: with one, no other is added.
+    let terminal = |type_: &str| type_ == CONDITION_COMPLETED || type_ == CONDITION_FAILED;
+    let sealed = !out.is_empty();
     for d in desired {
-        if out.iter().any(|c| c.type_ == d.type_) {
+        if out.iter().any(|c| c.type_ == d.type_) || (sealed && terminal(d.type_)) {
             continue;
         }
         let previous = find(existing, d.type_);
@@ -129,3 +132,6 @@ pub(super) fn now() -> Timestamp {
     let now = Timestamp::now();
     Timestamp::from_second(now.as_second()).unwrap_or(now)
 }
+
+#[cfg(test)]
+mod tests;

@@ -373,3 +373,6 @@ pub(super) fn log(plan: &Plan) {
         tracing::info!(?aggregate, "terminal condition persisted");
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,225 @@
+//! From replica decisions to one ordered plan: what is persisted, deleted, created, reported.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::json;
+
+use super::*;
+use crate::api::PodClique;
+
+fn now() -> Timestamp {
+    Timestamp::from_second(1_000_000).expect("valid")
+}
+
+/// A PodClique of attempt `attempt` with the given condition (`None`: running).
+fn clique(name: &str, attempt: u32, condition: Option<(&str, &str)>) -> Existing {
+    let mut object = json!({
+        "apiVersion": "grove.io/v1alpha1", "kind": "PodClique",
+        "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+                     "resourceVersion": "7",
+                     "labels": {LABEL_RESTART_ATTEMPT: attempt.to_string()}},
+        "spec": {"roleName": "r", "replicas": 1, "podSpec": {"containers": []}},
+    });
+    if let Some((type_, since)) = condition {
+        object["status"] = json!({"conditions": [{
+            "type": type_, "status": "True", "reason": "R", "message": "",
+            "lastTransitionTime": since,
+        }]});
+    }
+    Existing::Clique(Arc::new(
+        serde_json::from_value::<PodClique>(object).expect("clique"),
+    ))
+}
+
+fn slot(template: &str, aware: bool, existing: Option<Existing>) -> Slot {
+    Slot {
+        template: template.into(),
+        object_name: format!("g-0-{template}"),
+        aware,
+        existing,
+    }
+}
+
+fn scope(replicas: Vec<Vec<Slot>>, counts: Vec<i32>, max_restarts: u32) -> Scope {
+    Scope {
+        aware: true,
+        terminal: None,
+        counts,
+        max_restarts,
+        target_names: None,
+        termination_delay: SignedDuration::from_secs(30),
+        replicas,
+        extras: Vec::new(),
+    }
+}
+
+fn deleted(plan: &Plan) -> Vec<(String, Guard)> {
+    plan.deletes.iter().map(|(e, g)| (e.name(), *g)).collect()
+}
+
+#[test]
+fn a_restart_persists_the_count_then_deletes_and_recreates_the_whole_replica() {
+    let s = scope(
+        vec![vec![
+            slot("leader", true, Some(clique("g-0-leader", 0, None))),
+            slot(
+                "worker",
+                true,
+                Some(clique(
+                    "g-0-worker",
+                    0,
+                    Some(("Failed", "2020-01-01T00:00:00Z")),
+                )),
+            ),
+        ]],
+        vec![],
+        2,
+    );
+    let plan = s.plan(now());
+    assert_eq!(
+        plan.counts,
+        vec![1],
+        "O2: the increment is in the status to write"
+    );
+    assert_eq!(plan.restarts.len(), 1);
+    assert_eq!(plan.restarts[0].failed_child, "worker");
+    assert_eq!(
+        plan.restarts[0]
+            .related
+            .as_ref()
+            .and_then(|r| r.name.as_deref()),
+        Some("g-0-worker"),
+        "EV3 names the failed child"
+    );
+    assert_eq!(
+        deleted(&plan),
+        vec![
+            ("g-0-leader".into(), Guard::Uid),
+            ("g-0-worker".into(), Guard::Uid)
+        ],
+        "R1, C5: every child, terminal ones included, never a successor"
+    );
+    assert_eq!(
+        plan.recreate,
+        vec![(0, vec!["g-0-leader".into(), "g-0-worker".into()])]
+    );
+    assert!(plan.creates.is_empty());
+    assert_eq!(plan.aggregate, None);
+}
+
+#[test]
+fn a_spent_budget_fails_the_parent_and_deletes_only_what_still_runs() {
+    let s = scope(
+        vec![vec![
+            slot("leader", true, Some(clique("g-0-leader", 1, None))),
+            slot(
+                "worker",
+                true,
+                Some(clique(
+                    "g-0-worker",
+                    1,
+                    Some(("Failed", "2020-01-01T00:00:00Z")),
+                )),
+            ),
+        ]],
+        vec![1],
+        1,
+    );
+    let plan = s.plan(now());
+    assert_eq!(plan.counts, vec![1], "E9: no increment");
+    assert_eq!(plan.aggregate, Some(AggregateDecision::Fail));
+    assert_eq!(plan.exhausted, vec![(0, "worker".to_string())]);
+    assert_eq!(
+        deleted(&plan),
+        vec![("g-0-leader".into(), Guard::Version)],
+        "C2: a child that turned terminal since the read is looked at again"
+    );
+    let conditions = s.terminal_conditions(&plan);
+    assert_eq!(conditions[0].type_, "Failed");
+    assert_eq!(conditions[0].reason, REASON_RESTART_BUDGET_EXHAUSTED);
+}
+
+#[test]
+fn a_persisted_restart_whose_deletes_were_lost_is_finished_not_counted() {
+    let s = scope(
+        vec![vec![
+            slot("leader", true, Some(clique("g-0-leader", 0, None))),
+            slot("worker", true, None),
+        ]],
+        vec![1],
+        3,
+    );
+    let plan = s.plan(now());
+    assert_eq!(plan.counts, vec![1], "O3");
+    assert!(plan.restarts.is_empty());
+    assert_eq!(deleted(&plan), vec![("g-0-leader".into(), Guard::Uid)]);
+    assert_eq!(plan.recreate.len(), 1);
+}
+
+#[test]
+fn counts_of_every_replica_are_written_from_the_start() {
+    let s = scope(
+        vec![
+            vec![slot("worker", true, None)],
+            vec![slot("worker", true, None)],
+        ],
+        vec![],
+        0,
+    );
+    let plan = s.plan(now());
+    assert_eq!(plan.counts, vec![0, 0]);
+    assert_eq!(plan.creates.len(), 2, "missing children are created");
+}
+
+#[test]
+fn completion_of_every_replica_completes_the_parent() {
+    let done = |n: &str| Some(clique(n, 0, Some(("Completed", "2020-01-01T00:00:00Z"))));
+    let s = scope(
+        vec![vec![slot("worker", true, done("g-0-worker"))]],
+        vec![0],
+        0,
+    );
+    let plan = s.plan(now());
+    assert_eq!(plan.aggregate, Some(AggregateDecision::Complete));
+    assert!(plan.deletes.is_empty(), "C1/C7: terminal children stay");
+    assert_eq!(s.terminal_conditions(&plan)[0].type_, "Completed");
+}
+
+#[test]
+fn a_regular_breach_is_looked_at_again_when_its_delay_runs_out_and_extras_go() {
+    let since = (now() - SignedDuration::from_secs(10)).to_string();
+    let mut s = scope(
+        vec![vec![slot(
+            "router",
+            false,
+            Some(clique(
+                "g-0-router",
+                0,
+                Some(("MinAvailableBreached", since.as_str())),
+            )),
+        )]],
+        vec![],
+        0,
+    );
+    s.aware = false;
+    s.extras = vec![clique("g-5-router", 0, None)];
+    let plan = s.plan(now());
+    assert!(plan.gang_terminations.is_empty());
+    let retry = plan.retry.expect("a deadline");
+    assert!(
+        retry > Duration::from_secs(19) && retry < Duration::from_secs(21),
+        "{retry:?}"
+    );
+    assert_eq!(deleted(&plan), vec![("g-5-router".into(), Guard::Uid)]);
+    assert!(plan.counts.is_empty(), "regular parents carry no counts");
+
+    let plan = s.plan(now() + SignedDuration::from_secs(21));
+    assert_eq!(
+        plan.gang_terminations,
+        vec![(0, "router".to_string())],
+        "R5"
+    );
+    assert_eq!(plan.recreate.len(), 1, "recreated under the same attempt");
+}

@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use kube::api::Api;
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -52,11 +52,15 @@ const DEBOUNCE: Duration = Duration::from_millis(5);
 /// Runs the controllers until SIGTERM or SIGINT.
 pub async fn run(options: RunOptions) -> Result<(), Error> {
     let stop = async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("a SIGTERM handler can be installed");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            },
+            Err(error) => {
+                tracing::warn!(%error, "failed to listen for SIGTERM; stopping on SIGINT only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
         tracing::info!("shutdown requested");
     };
@@ -79,14 +83,26 @@ pub async fn run_until(
     let (pcsg_tx, [pcsg_self, pcsg_to_pcs]) = fan_out::<PodCliqueScalingGroup, 2>();
     let (pcs_tx, [pcs_self]) = fan_out::<PodCliqueSet, 1>();
     let pods_config = watcher::Config::default().labels(LABEL_PODCLIQUE);
-    let (pods, pods_ready, pods_watch) =
-        watch::<Pod>(api(&client, &namespace), pods_config, vec![pod_tx]);
-    let (podcliques, pclq_ready, pclq_watch) =
-        watch(api(&client, &namespace), Default::default(), pclq_tx);
-    let (scaling_groups, pcsg_ready, pcsg_watch) =
-        watch(api(&client, &namespace), Default::default(), pcsg_tx);
+    let (pods, pods_ready, pods_watch) = watch(
+        api(&client, &namespace),
+        pods_config,
+        trim_pod,
+        vec![pod_tx],
+    );
+    let (podcliques, pclq_ready, pclq_watch) = watch(
+        api(&client, &namespace),
+        Default::default(),
+        |_| {},
+        pclq_tx,
+    );
+    let (scaling_groups, pcsg_ready, pcsg_watch) = watch(
+        api(&client, &namespace),
+        Default::default(),
+        |_| {},
+        pcsg_tx,
+    );
     let (podcliquesets, pcs_ready, pcs_watch) =
-        watch(api(&client, &namespace), Default::default(), pcs_tx);
+        watch(api(&client, &namespace), Default::default(), |_| {}, pcs_tx);
     let _watches = [pods_watch, pclq_watch, pcsg_watch, pcs_watch].map(Task::spawn);
 
     let ctx = Arc::new(Context {
@@ -226,12 +242,13 @@ fn fan_out<K, const N: usize>() -> (Vec<UnboundedSender<K>>, [UnboundedReceiver<
 }
 
 /// A cache of `K`, a flag raised once it holds a first complete listing, and the task that
-/// keeps it: the task applies each watch event to the cache, then sends every touched object
-/// to `outputs`. After a (re)list it sends every object, and those that vanished meanwhile, so
-/// nothing missed during a watch gap goes unreconciled.
+/// keeps it: the task applies each watch event, `trim`med, to the cache, then sends every
+/// touched object to `outputs`. After a (re)list it sends every object, and those that
+/// vanished meanwhile, so nothing missed during a watch gap goes unreconciled.
 fn watch<K: Kind>(
     api: Api<K>,
     config: watcher::Config,
+    trim: fn(&mut K),
     outputs: Vec<UnboundedSender<K>>,
 ) -> (
     Store<K>,
@@ -247,7 +264,10 @@ fn watch<K: Kind>(
         while let Some(event) = events.next().await {
             let event = match event {
                 // Managed fields are never read; dropping them keeps the caches small.
-                Ok(event) => event.modify(|o| o.meta_mut().managed_fields = None),
+                Ok(event) => event.modify(|o| {
+                    o.meta_mut().managed_fields = None;
+                    trim(o);
+                }),
                 Err(error) => {
                     tracing::warn!(kind = %K::kind(&()), %error, "watch failed, retrying");
                     continue;
@@ -282,6 +302,21 @@ fn watch<K: Kind>(
         }
     };
     (reader, ready_rx, task.boxed())
+}
+
+/// A cached pod keeps what the PodClique controller reads (labels, owner, deletion, node,
+/// scheduling gates, phase, conditions); containers, volumes and container statuses go.
+fn trim_pod(pod: &mut Pod) {
+    pod.spec = pod.spec.take().map(|spec| PodSpec {
+        node_name: spec.node_name,
+        scheduling_gates: spec.scheduling_gates,
+        ..PodSpec::default()
+    });
+    pod.status = pod.status.take().map(|status| PodStatus {
+        phase: status.phase,
+        conditions: status.conditions,
+        ..PodStatus::default()
+    });
 }
 
 /// A spawned task, aborted when dropped (so an in-process `run` that is dropped stops its

@@ -2,9 +2,10 @@
 //! requests every controller makes the same way: status through the status subresource with
 //! one field manager, guarded deletes, idempotent creates, live reads for the C4 guard.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
@@ -38,6 +39,10 @@ pub struct Context {
     /// The resourceVersion of each object's status as last written here, by uid: a cached
     /// copy older than that is behind our own write, and deciding on it would only conflict.
     pub(super) written: Mutex<HashMap<String, u64>>,
+    /// Pod indices just created, by PodClique uid, until the cache shows them: a cache that
+    /// has not caught up with our own creates is not a reason to create again or to suspect
+    /// a loss.
+    pub(super) created: Mutex<HashMap<String, (Instant, Vec<u32>)>>,
 }
 
 /// Events to publish on one object, in order.
@@ -79,6 +84,9 @@ impl Events {
 
 /// Above this many entries the record of our own writes is dropped (it only saves requests).
 const WRITTEN_LIMIT: usize = 10_000;
+
+/// How long pods just created may take to show in the cache before the cache is believed.
+const CREATED_PATIENCE: Duration = Duration::from_secs(5);
 
 /// What a delete must still find to go ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,6 +223,31 @@ impl Context {
             }
             None => false,
         }
+    }
+
+    /// Records that pods of `indices` were just created for the PodClique with `uid`.
+    pub(super) fn note_created(&self, uid: &str, indices: &[u32]) {
+        if indices.is_empty() {
+            return;
+        }
+        let mut created = self.created.lock().unwrap_or_else(|e| e.into_inner());
+        if created.len() >= WRITTEN_LIMIT {
+            created.clear();
+        }
+        created.insert(uid.to_string(), (Instant::now(), indices.to_vec()));
+    }
+
+    /// Whether the cache does not show yet some pods just created for the PodClique with
+    /// `uid` (`seen`: the indices it shows).
+    pub(super) fn awaiting_created(&self, uid: &str, seen: &BTreeSet<u32>) -> bool {
+        let mut created = self.created.lock().unwrap_or_else(|e| e.into_inner());
+        let awaiting = created.get(uid).is_some_and(|(at, indices)| {
+            at.elapsed() < CREATED_PATIENCE && indices.iter().any(|i| !seen.contains(i))
+        });
+        if !awaiting {
+            created.remove(uid);
+        }
+        awaiting
     }
 
     /// Replaces the status of `obj` by `status` (server-side apply on the status subresource,

@@ -191,10 +191,13 @@ fn desired_status(
 ) -> PodCliqueScalingGroupStatus {
     let current = pcsg.status.clone().unwrap_or_default();
     let mut desired = scope.terminal_conditions(plan);
-    let (available, breach) = availability(pcsg, scope);
-    if !scope.aware {
+    // Availability drives regular gang termination only; a job group leaves it out rather
+    // than rewriting its status each time a pod of it starts or ends.
+    let available = (!scope.aware).then(|| {
+        let (available, breach) = availability(pcsg, scope);
         desired.push(breach);
-    }
+        available
+    });
     PodCliqueScalingGroupStatus {
         observed_generation: pcsg.metadata.generation,
         conditions: Some(conditions::merge(
@@ -205,7 +208,7 @@ fn desired_status(
         )),
         replica_restart_counts: scope.aware.then(|| plan.counts.clone()),
         replicas: Some(pcsg.spec.replicas),
-        available_replicas: Some(available),
+        available_replicas: available,
         selector: Some(format!("{LABEL_PCSG}={}", pcsg.name_any())),
         ..PodCliqueScalingGroupStatus::default()
     }

@@ -43,13 +43,20 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
     if ctx.behind(pclq.as_ref()) {
         return Ok(Action::requeue(STALE_RETRY));
     }
-    let cached = ctx.cached_pods(&pclq.uid().unwrap_or_default());
+    let uid = pclq.uid().unwrap_or_default();
+    let cached = ctx.cached_pods(&uid);
     let pods: Vec<&Pod> = cached.iter().map(AsRef::as_ref).collect();
-    let decision = evaluate_podclique(&view(&pclq, &pods));
+    let cached_view = view(&pclq, &pods);
+    let decision = evaluate_podclique(&cached_view);
     let confirm = !decision.create.is_empty()
         || decision.outcome == Some(PodCliqueOutcome::Failed(FailureCause::PodLost));
     if !confirm {
         return act(&ctx, &pclq, &pods, decision, Vec::new()).await;
+    }
+    let seen = cached_view.pods.iter().map(|p| p.index).collect();
+    if ctx.awaiting_created(&uid, &seen) {
+        // Our own creates are not in the cache yet; their watch events will bring us back.
+        return Ok(Action::requeue(STALE_RETRY));
     }
 
     // Confirm on a live read, and guard creation (C4). The owner chain comes from immutable
@@ -77,6 +84,7 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
     let open = wanted.is_empty() || parents_open?;
     if open && !wanted.is_empty() {
         created = create_pods(&ctx, &fresh, &wanted).await?;
+        ctx.note_created(&uid, &created);
     }
     tracing::debug!(?wanted, ?created, open, "created pods");
     let short = open && created.len() < wanted.len();

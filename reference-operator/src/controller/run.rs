@@ -114,6 +114,7 @@ pub async fn run_until(
         podcliquesets: podcliquesets.clone(),
         ready: vec![pods_ready, pclq_ready, pcsg_ready, pcs_ready],
         written: Mutex::default(),
+        created: Mutex::default(),
     });
     let stop: Shared<BoxFuture<'static, ()>> = stop.boxed().shared();
     let config = Config::default().debounce(DEBOUNCE);

@@ -150,6 +150,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let code = match cli.command {
         Command::Setup { no_build } => setup(no_build),

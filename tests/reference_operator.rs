@@ -5,19 +5,20 @@
 //! in-process (`run_until` on the shared runtime) where nothing is done to the operator, as a
 //! child process where it is killed or measured. Waits are watches, never sleeps.
 //!
-//! Measurements: `cargo test --release --test reference_operator -- --ignored --nocapture measure`
+//! Reaction measurement: `cargo test --release --test reference_operator -- --nocapture measure`;
+//! the 512-pod measurement is `examples/operator_scale.rs`.
 
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use grove_conformance::embedded::{self, EmbeddedCluster, Shared};
 use grove_reference_operator::api::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
-use grove_reference_operator::controller::{RunOptions, run, run_until};
+use grove_reference_operator::controller::{RunOptions, run_until};
 use grove_reference_operator::names::{
     CONDITION_COMPLETED, CONDITION_FAILED, EVENT_GANG_RESTART_TRIGGERED, EVENT_JOB_COMPLETED,
     EVENT_JOB_FAILED, EVENT_RESTART_BUDGET_EXHAUSTED, LABEL_PART_OF, LABEL_POD_INDEX,
@@ -36,11 +37,6 @@ use serde_json::{Value, json};
 
 /// How long any one wait may take.
 const WAIT: Duration = Duration::from_secs(30);
-/// How long a wait on 512 pods may take (the simulated nodes start a few dozen pods a second).
-const SCALE_WAIT: Duration = Duration::from_secs(240);
-/// Environment of a test binary re-run as the operator (see [`operator_process`]).
-const CHILD_KUBECONFIG: &str = "GROVE_TEST_OPERATOR_KUBECONFIG";
-const CHILD_NAMESPACE: &str = "GROVE_TEST_OPERATOR_NAMESPACE";
 
 // =============================================================================================
 // Harness.
@@ -195,8 +191,8 @@ async fn deployed_kubeconfig(client: &Client, admin: &Path) -> PathBuf {
     path
 }
 
-/// The operator as a child process: the harness binary's `reference-operator` subcommand when
-/// it has one, else this test binary re-run as [`operator_process`]. Output goes to a log file.
+/// The operator as a child process (the harness binary's `reference-operator` subcommand).
+/// Output goes to a log file.
 struct OperatorProcess {
     child: Child,
     log: PathBuf,
@@ -212,28 +208,13 @@ impl OperatorProcess {
             .append(true)
             .open(&log)
             .unwrap();
-        let harness = env!("CARGO_BIN_EXE_grove-conformance");
-        let has_subcommand = Command::new(harness)
-            .args(["reference-operator", "--help"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        let mut command = if has_subcommand {
-            let mut c = Command::new(harness);
-            c.arg("reference-operator")
-                .arg("--kubeconfig")
-                .arg(kubeconfig)
-                .arg("--namespace")
-                .arg(ns);
-            c
-        } else {
-            let mut c = Command::new(std::env::current_exe().unwrap());
-            c.args(["operator_process", "--exact", "--ignored", "--nocapture"])
-                .env(CHILD_KUBECONFIG, kubeconfig)
-                .env(CHILD_NAMESPACE, ns);
-            c
-        };
+        let mut command = Command::new(env!("CARGO_BIN_EXE_grove-conformance"));
+        command
+            .arg("reference-operator")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--namespace")
+            .arg(ns);
         let child = command
             .env(
                 "RUST_LOG",
@@ -251,63 +232,27 @@ impl OperatorProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-
-    /// Peak resident set size so far, in KiB.
-    fn peak_rss_kib(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    }
-
-    /// SIGTERM, wait, and the log it wrote.
-    fn stop(&mut self) -> String {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.kill();
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
 }
 
 impl Drop for OperatorProcess {
+    /// Stops the operator and removes its log. The log is kept when `OPERATOR_LOG` asked for
+    /// it, or when the test failed (then its end is shown).
     fn drop(&mut self) {
         self.kill();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            eprintln!(
+                "last lines of the operator's log ({}):\n{tail}",
+                self.log.display()
+            );
+        } else if std::env::var_os("OPERATOR_LOG").is_some() {
+            eprintln!("the operator's log: {}", self.log.display());
+        } else {
+            let _ = std::fs::remove_file(&self.log);
+        }
     }
-}
-
-/// Not a test: the body of the operator when this binary is re-run as a child process.
-#[test]
-#[ignore = "entry point of the operator child process"]
-fn operator_process() {
-    let (Ok(kubeconfig), Ok(namespace)) = (
-        std::env::var(CHILD_KUBECONFIG),
-        std::env::var(CHILD_NAMESPACE),
-    ) else {
-        return;
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime
-        .block_on(run(RunOptions {
-            kubeconfig: Some(kubeconfig.into()),
-            namespace: Some(namespace),
-        }))
-        .expect("the operator failed");
 }
 
 // =============================================================================================
@@ -1089,6 +1034,19 @@ impl Timeline {
             .map(|(t, _)| *t)
     }
 
+    /// [`Timeline::nth`], once the watches have delivered it (the waits above read the
+    /// apiserver, which may be a little ahead of them).
+    async fn await_nth(&self, since: Instant, n: usize, test: impl Fn(&Value) -> bool) -> Instant {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(t) = self.nth(since, n, &test) {
+                return t;
+            }
+            assert!(Instant::now() < deadline, "the timeline missed an object");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// The time the `n`-th distinct object satisfying `test` was first seen after `since`.
     fn nth(&self, since: Instant, n: usize, test: impl Fn(&Value) -> bool) -> Option<Instant> {
         let entries = self.entries.lock().unwrap();
@@ -1128,21 +1086,22 @@ fn median(mut xs: Vec<f64>) -> f64 {
 }
 
 /// Reaction to a failure in a 16-pod PCSG replica: failure visible → count persisted → all
-/// PodCliques of the replica recreated → all 16 pods created, over five restarts.
+/// PodCliques of the replica recreated → all 16 pods created, over nine restarts.
 #[test]
 fn measure_restart_reaction_for_a_16_pod_replica() {
+    const RESTARTS: i32 = 9;
     with_operator(
         "reaction",
         Mode::Process,
-        Duration::from_secs(55),
+        Duration::from_secs(120),
         |w| async move {
             let group = json!({"name": "gang", "cliqueNames": ["leader", "worker"], "replicas": 1,
-                           "policy": max_restarts(5)});
+                           "policy": max_restarts(RESTARTS)});
             let cliques = vec![clique("leader", 1, true), clique("worker", 15, true)];
             create(&w, &pcs("react", cliques, vec![group], Value::Null)).await;
             let (timeline, tasks) = Timeline::start(&w).await;
             let (mut persisted, mut cliques_back, mut pods_back) = (vec![], vec![], vec![]);
-            for attempt in 1..=5 {
+            for attempt in 1..=RESTARTS as usize {
                 running_pods(&w, "react-0-gang-0-leader", 1).await;
                 let workers = running_pods(&w, "react-0-gang-0-worker", 15).await;
                 let victim = workers[attempt % 15].name_any();
@@ -1173,118 +1132,36 @@ fn measure_restart_reaction_for_a_16_pod_replica() {
                             && v["status"]["phase"] == "Failed"
                     })
                     .expect("the failure was seen");
-                let count = timeline.first(since, |v| {
-                    v["kind"] == "PodCliqueScalingGroup"
-                        && v["status"]["replicaRestartCounts"][0] == attempt
-                });
-                let cliques = timeline.nth(since, 2, |v| {
-                    v["kind"] == "PodClique" && attempt_of(v) == Some(label.as_str())
-                });
-                let pods = timeline.nth(since, 16, |v| {
-                    v["kind"] == "Pod" && attempt_of(v) == Some(pod_label.as_str())
-                });
-                persisted.push(millis(failed, count));
-                cliques_back.push(millis(failed, cliques));
-                pods_back.push(millis(failed, pods));
+                let count = timeline
+                    .await_nth(since, 1, move |v| {
+                        v["kind"] == "PodCliqueScalingGroup"
+                            && v["status"]["replicaRestartCounts"][0] == attempt
+                    })
+                    .await;
+                let cliques = timeline
+                    .await_nth(since, 2, move |v| {
+                        v["kind"] == "PodClique" && attempt_of(v) == Some(label.as_str())
+                    })
+                    .await;
+                let pods = timeline
+                    .await_nth(since, 16, move |v| {
+                        v["kind"] == "Pod" && attempt_of(v) == Some(pod_label.as_str())
+                    })
+                    .await;
+                persisted.push(millis(failed, Some(count)));
+                cliques_back.push(millis(failed, Some(cliques)));
+                pods_back.push(millis(failed, Some(pods)));
             }
             for task in tasks {
                 task.abort();
             }
             eprintln!(
-                "reaction of a 16-pod replica, ms after the failure was visible (median of 5): \
+                "reaction of a 16-pod replica, ms after the failure was visible (median of {RESTARTS}): \
              count persisted {:.0}, PodCliques recreated {:.0}, 16 pods created {:.0}\n  \
              count {persisted:.0?}\n  cliques {cliques_back:.0?}\n  pods {pods_back:.0?}",
                 median(persisted.clone()),
                 median(cliques_back.clone()),
                 median(pods_back.clone()),
-            );
-            w
-        },
-    );
-}
-
-/// A 512-pod PodCliqueSet (32 PCSG replicas × 16 pods) runs, survives one gang restart and
-/// completes; prints the operator's peak RSS and API requests per pod.
-#[test]
-#[ignore = "measurement: 512 pods; run with --ignored"]
-fn measure_a_512_pod_job() {
-    with_operator(
-        "scale",
-        Mode::Process,
-        Duration::from_secs(900),
-        |mut w| async move {
-            let group = json!({"name": "gang", "cliqueNames": ["leader", "worker"], "replicas": 32,
-                           "policy": max_restarts(1)});
-            let cliques = vec![clique("leader", 1, true), clique("worker", 15, true)];
-            let started = Instant::now();
-            create(&w, &pcs("big", cliques, vec![group], Value::Null)).await;
-            let selector = format!("{LABEL_PART_OF}=big");
-            let all_running = |pods: &[Pod]| pods.iter().filter(|p| running(p)).count() == 512;
-            wait_list_within(&w, SCALE_WAIT, &selector, "512 running pods", all_running).await;
-            let running_after = started.elapsed();
-
-            let victim = running_pods(&w, "big-0-gang-7-worker", 15).await.remove(3);
-            let restart = Instant::now();
-            exit_all(&w, std::slice::from_ref(&victim), 1).await;
-            wait_for(
-                &w,
-                "big-0-gang",
-                "the restart",
-                |g: &PodCliqueScalingGroup| counts(g).get(7) == Some(&1),
-            )
-            .await;
-            let pods = wait_list_within(
-                &w,
-                SCALE_WAIT,
-                &selector,
-                "512 running pods again",
-                all_running,
-            )
-            .await;
-            let restarted_after = restart.elapsed();
-
-            let finish = Instant::now();
-            let fleet = &w.cluster.fleet;
-            let ns = w.ns.clone();
-            futures::stream::iter(pods.iter().filter(|p| running(p)))
-                .for_each_concurrent(32, |p| {
-                    let ns = ns.clone();
-                    async move { fleet.exit(&ns, &p.name_any(), 0).await.expect("exit") }
-                })
-                .await;
-            let done =
-                |all: &[PodCliqueSet]| all.iter().any(|p| is_true(p, CONDITION_COMPLETED, None));
-            let job = wait_list_within(&w, SCALE_WAIT, "", "the job to complete", done)
-                .await
-                .remove(0);
-            let completed_after = finish.elapsed();
-            let gang: PodCliqueScalingGroup =
-                wait_for(&w, "big-0-gang", "the group", |_| true).await;
-            let mut expected = vec![0; 32];
-            expected[7] = 1;
-            assert_eq!(counts(&gang), expected);
-            assert!(is_absent(&job, CONDITION_FAILED));
-
-            let operator = w.operator.as_mut().unwrap().process();
-            let rss = operator.peak_rss_kib().unwrap_or_default();
-            let log = operator.stop();
-            let line = log
-                .lines()
-                .rev()
-                .find(|l| l.contains("API requests made"))
-                .unwrap_or_default();
-            let total: f64 = line
-                .split_whitespace()
-                .find_map(|f| f.strip_prefix("total="))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(f64::NAN);
-            eprintln!(
-                "512-pod job: all running {running_after:.1?} after creation; one gang restart back \
-             to 512 running in {restarted_after:.1?}; Completed {completed_after:.1?} after the \
-             exits began\n  operator peak RSS {:.1} MiB; {total} API requests for 528 pods = \
-             {:.2} per pod\n  {line}",
-                rss as f64 / 1024.0,
-                total / 528.0,
             );
             w
         },

@@ -4,6 +4,7 @@
 //! `run [--kubeconfig FILE] [--namespace NS]` runs the controllers until SIGTERM/SIGINT.
 //! Logs go to stderr; `RUST_LOG` filters them (default `info`).
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -57,6 +58,7 @@ fn main() -> anyhow::Result<ExitCode> {
                         .unwrap_or_else(|_| "info".into()),
                 )
                 .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal())
                 .init();
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(controller::run(RunOptions {

@@ -150,20 +150,26 @@ impl Context {
         self.pods.state_filter(|p| owned_by(p.meta(), uid))
     }
 
-    /// The PodClique and its pods, read from the apiserver (not the caches).
+    /// The PodClique and its pods, read from the apiserver (not the caches). Both reads go at
+    /// once: pods are only created by a reconcile of this PodClique, and reconciles of one
+    /// object never overlap, so no pod can appear between them that the list should show.
     pub(super) async fn live_podclique(
         &self,
         namespace: &str,
         name: &str,
     ) -> Result<Option<(PodClique, Vec<Pod>)>, Error> {
-        let Some(pclq) = self.get::<PodClique>(namespace, name).await? else {
+        let selector = format!("{LABEL_PODCLIQUE}={name}");
+        let list_params = ListParams::default().labels(&selector);
+        let pods_api = self.api::<Pod>(namespace);
+        let (pclq, pods) = futures::join!(
+            self.get::<PodClique>(namespace, name),
+            pods_api.list(&list_params)
+        );
+        let Some(pclq) = pclq? else {
             return Ok(None);
         };
         let uid = pclq.uid().unwrap_or_default();
-        let pods = self
-            .api::<Pod>(namespace)
-            .list(&ListParams::default().labels(&format!("{LABEL_PODCLIQUE}={name}")))
-            .await
+        let pods = pods
             .map_err(api_error("list pods of", "PodClique".into(), name))?
             .items
             .into_iter()

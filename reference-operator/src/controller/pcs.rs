@@ -45,7 +45,16 @@ pub(super) async fn reconcile(pcs: Arc<PodCliqueSet>, ctx: Arc<Context>) -> Resu
     }
     ctx.publish(events);
     // 3. Then what it deletes, 4. then what it creates.
-    let gone = match scope::delete_all(&ctx, &plan.deletes).await {
+    // The live read that guards creation (C4) goes out with the deletes.
+    let may_create = !plan.creates.is_empty() || !plan.recreate.is_empty();
+    let (deleted, open) = futures::join!(scope::delete_all(&ctx, &plan.deletes), async {
+        if may_create {
+            open_set(&ctx, &pcs).await
+        } else {
+            Ok(None)
+        }
+    });
+    let gone = match deleted {
         Err(e) if e.is_conflict() => return Ok(Action::requeue(STALE_RETRY)),
         other => other?,
     };
@@ -53,8 +62,8 @@ pub(super) async fn reconcile(pcs: Arc<PodCliqueSet>, ctx: Arc<Context>) -> Resu
     if gone {
         creates.extend(plan.recreate.iter().cloned());
     }
-    if !creates.is_empty() {
-        create(&ctx, &pcs, &plan, &creates).await?;
+    if let Some(live) = open?.filter(|_| !creates.is_empty()) {
+        create(&ctx, &live, &plan, &creates).await?;
     }
     Ok(Action::requeue(plan.retry.unwrap_or(RESYNC)))
 }
@@ -124,25 +133,29 @@ fn scope(ctx: &Context, pcs: &PodCliqueSet) -> Scope {
     }
 }
 
-/// Creates the missing children of the planned replicas, after confirming on a live read that
-/// the PodCliqueSet is open (C4) and still runs the attempt the plan was made for.
-async fn create(
-    ctx: &Context,
-    pcs: &PodCliqueSet,
-    plan: &Plan,
-    creates: &[(usize, Vec<String>)],
-) -> Result<(), Error> {
+/// The PodCliqueSet as a live read shows it, when it is open for new children (C4).
+async fn open_set(ctx: &Context, pcs: &PodCliqueSet) -> Result<Option<PodCliqueSet>, Error> {
     let namespace = pcs.namespace().unwrap_or_default();
     let Some(live) = ctx.get::<PodCliqueSet>(&namespace, &pcs.name_any()).await? else {
-        return Ok(());
+        return Ok(None);
     };
     let status = live.status.clone().unwrap_or_default();
     let open = live.uid() == pcs.uid()
         && live.metadata.deletion_timestamp.is_none()
         && conditions::terminal(status.conditions.as_deref().unwrap_or_default()).is_none();
-    if !open {
-        return Ok(());
-    }
+    Ok(open.then_some(live))
+}
+
+/// Creates the missing children of the planned replicas from the PodCliqueSet `live` (see
+/// [`open_set`]), for the replicas that still run the attempt the plan was made for.
+async fn create(
+    ctx: &Context,
+    live: &PodCliqueSet,
+    plan: &Plan,
+    creates: &[(usize, Vec<String>)],
+) -> Result<(), Error> {
+    let namespace = live.namespace().unwrap_or_default();
+    let status = live.status.clone().unwrap_or_default();
     let counts = status.replica_restart_counts.unwrap_or_default();
     let (mut cliques, mut groups) = (Vec::new(), Vec::new());
     for (i, names) in creates {
@@ -151,12 +164,11 @@ async fn create(
             continue; // the cache is behind a restart: the next look creates
         }
         let replica = u32::try_from(*i).unwrap_or(u32::MAX);
-        let children = build::pcs_replica_children(&live, replica, attempt).map_err(|source| {
-            Error::Build {
-                name: pcs.name_any(),
+        let children =
+            build::pcs_replica_children(live, replica, attempt).map_err(|source| Error::Build {
+                name: live.name_any(),
                 source,
-            }
-        })?;
+            })?;
         let wanted = |n: &String| names.contains(n);
         cliques.extend(
             children

@@ -68,8 +68,17 @@ pub(super) async fn reconcile(
         upstream.add(false, EVENT_PCSG_REPLICA_DELETE_SUCCESSFUL, note, None);
     }
     ctx.publish(upstream);
-    // 3. Then what it deletes, 4. then what it creates.
-    let gone = match scope::delete_all(&ctx, &plan.deletes).await {
+    // 3. Then what it deletes, 4. then what it creates. The live reads that guard creation
+    // (C4) go out with the deletes: neither depends on the other, and a restart waits on both.
+    let may_create = !plan.creates.is_empty() || !plan.recreate.is_empty();
+    let (deleted, open) = futures::join!(scope::delete_all(&ctx, &plan.deletes), async {
+        if may_create {
+            open_group(&ctx, &pcsg).await
+        } else {
+            Ok(None)
+        }
+    });
+    let gone = match deleted {
         Err(e) if e.is_conflict() => return Ok(Action::requeue(STALE_RETRY)),
         other => other?,
     };
@@ -77,8 +86,8 @@ pub(super) async fn reconcile(
     if gone {
         creates.extend(plan.recreate.iter().cloned());
     }
-    if !creates.is_empty() {
-        create(&ctx, &pcs, &pcsg, &plan, &creates).await?;
+    if let Some(live) = open?.filter(|_| !creates.is_empty()) {
+        create(&ctx, &pcs, &live, &plan, &creates).await?;
     }
     Ok(Action::requeue(plan.retry.unwrap_or(RESYNC)))
 }
@@ -137,33 +146,40 @@ fn scope(ctx: &Context, pcs: &PodCliqueSet, pcsg: &PodCliqueScalingGroup) -> Sco
     }
 }
 
-/// Creates the missing PodCliques of the given replicas, after confirming on a live read that
-/// the group is open (C4) and runs the attempt the plan was made for.
-async fn create(
+/// The group as a live read shows it, when it and its parents are open for new children (C4).
+/// The owner chain comes from immutable metadata, so both reads go at once.
+async fn open_group(
     ctx: &Context,
-    pcs: &PodCliqueSet,
     pcsg: &PodCliqueScalingGroup,
-    plan: &Plan,
-    creates: &[(usize, Vec<String>)],
-) -> Result<(), Error> {
+) -> Result<Option<PodCliqueScalingGroup>, Error> {
     let namespace = pcsg.namespace().unwrap_or_default();
     let name = pcsg.name_any();
-    // The owner chain comes from immutable metadata, so both reads can go at once.
     let (live, parents_open) = futures::join!(
         ctx.get::<PodCliqueScalingGroup>(&namespace, &name),
         ctx.scope_open(&namespace, &pcsg.metadata)
     );
     let Some(live) = live? else {
-        return Ok(());
+        return Ok(None);
     };
     let status = live.status.clone().unwrap_or_default();
     let open = live.uid() == pcsg.uid()
         && live.metadata.deletion_timestamp.is_none()
         && conditions::terminal(status.conditions.as_deref().unwrap_or_default()).is_none()
         && parents_open?;
-    if !open {
-        return Ok(());
-    }
+    Ok(open.then_some(live))
+}
+
+/// Creates the missing PodCliques of the given replicas from the group `live` (see
+/// [`open_group`]), for the replicas that still run the attempt the plan was made for.
+async fn create(
+    ctx: &Context,
+    pcs: &PodCliqueSet,
+    live: &PodCliqueScalingGroup,
+    plan: &Plan,
+    creates: &[(usize, Vec<String>)],
+) -> Result<(), Error> {
+    let namespace = live.namespace().unwrap_or_default();
+    let status = live.status.clone().unwrap_or_default();
     let counts = status.replica_restart_counts.unwrap_or_default();
     let mut objects: Vec<PodClique> = Vec::new();
     for (j, names) in creates {
@@ -173,9 +189,9 @@ async fn create(
         }
         let replica = u32::try_from(*j).unwrap_or(u32::MAX);
         let built =
-            build::pcsg_replica_podcliques(pcs, &live, replica, attempt).map_err(|source| {
+            build::pcsg_replica_podcliques(pcs, live, replica, attempt).map_err(|source| {
                 Error::Build {
-                    name: pcsg.name_any(),
+                    name: live.name_any(),
                     source,
                 }
             })?;

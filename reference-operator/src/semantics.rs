@@ -335,7 +335,8 @@ fn regular_breach(view: &PodCliqueView) -> Breach {
     let (scheduled, ready) = live.fold((0u32, 0u32), |(s, r), p| {
         (s + u32::from(p.scheduled), r + u32::from(p.ready))
     });
-    if scheduled == 0 && ready == 0 {
+    // A pod is only ready once it runs on a node, so `ready <= scheduled`.
+    if scheduled == 0 {
         Breach::Sufficient(REASON_INSUFFICIENT_SCHEDULED_PODS)
     } else if scheduled < view.min_available {
         Breach::Breached(REASON_SCHEDULED_REPLICAS_BELOW_MIN_AVAILABLE)

@@ -247,6 +247,22 @@ fn row5_a_live_clique_removes_duplicates_and_surplus() {
 }
 
 #[test]
+fn row5_duplicates_of_one_index_and_phase_keep_the_first_name() {
+    let mut first = pod(0, PodPhase::Running);
+    first.name = "a".into();
+    let mut second = pod(0, PodPhase::Running);
+    second.name = "b".into();
+    for pods in [vec![first.clone(), second.clone()], vec![second, first]] {
+        let d = evaluate_podclique(&clique(true, 1, pods));
+        assert_eq!(
+            d.delete,
+            vec!["b".to_string()],
+            "the choice is deterministic"
+        );
+    }
+}
+
+#[test]
 fn row6_regular_clique_never_terminal_and_replaces_deleted_pods() {
     let view = clique(
         false,
@@ -320,6 +336,39 @@ fn row2_a_terminal_scope_only_cleans_up() {
     let d = evaluate_replica(&view);
     assert_eq!(d.outcome, ReplicaOutcome::Failed);
     assert!(matches!(d.action, ReplicaAction::Cleanup { .. }));
+}
+
+#[test]
+fn row2_outcomes_under_a_terminal_scope() {
+    // A regular replica shows nothing of its own.
+    let mut view = replica(vec![child("router", false, ChildState::Active)]);
+    view.scope_terminal = Some(Terminal::Completed);
+    assert_eq!(evaluate_replica(&view).outcome, ReplicaOutcome::Running);
+    // Under a Completed scope, a replica whose failure spent its budget and whose required
+    // children did not complete still shows Failed.
+    let mut view = replica(vec![
+        child("leader", true, ChildState::Active),
+        child("worker", true, ChildState::Failed),
+    ]);
+    view.scope_terminal = Some(Terminal::Completed);
+    view.max_restarts = 0;
+    assert_eq!(evaluate_replica(&view).outcome, ReplicaOutcome::Failed);
+    // With budget left it shows Running.
+    view.max_restarts = 1;
+    assert_eq!(evaluate_replica(&view).outcome, ReplicaOutcome::Running);
+}
+
+#[test]
+fn row4_an_aware_replica_with_only_regular_children_never_completes() {
+    let mut view = replica(vec![child("router", false, ChildState::Active)]);
+    view.completion_aware = true;
+    let d = evaluate_replica(&view);
+    assert_eq!(
+        d.outcome,
+        ReplicaOutcome::Running,
+        "E12: nothing is required"
+    );
+    assert_eq!(d.action, ReplicaAction::Maintain { create: vec![] });
 }
 
 #[test]

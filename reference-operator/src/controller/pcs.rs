@@ -12,7 +12,6 @@ use kube::{Resource, ResourceExt};
 use super::conditions;
 use super::context::{Context, owned_by};
 use super::error::Error;
-use super::podclique::RESYNC;
 use super::scope::{self, Existing, Plan, STALE_RETRY, Scope, Slot};
 use crate::api::{PodCliqueSet, PodCliqueSetStatus, RunPolicy};
 use crate::build;
@@ -45,27 +44,11 @@ pub(super) async fn reconcile(pcs: Arc<PodCliqueSet>, ctx: Arc<Context>) -> Resu
     }
     ctx.publish(events);
     // 3. Then what it deletes, 4. then what it creates.
-    // The live read that guards creation (C4) goes out with the deletes.
-    let may_create = !plan.creates.is_empty() || !plan.recreate.is_empty();
-    let (deleted, open) = futures::join!(scope::delete_all(&ctx, &plan.deletes), async {
-        if may_create {
-            open_set(&ctx, &pcs).await
-        } else {
-            Ok(None)
-        }
-    });
-    let gone = match deleted {
-        Err(e) if e.is_conflict() => return Ok(Action::requeue(STALE_RETRY)),
-        other => other?,
-    };
-    let mut creates = plan.creates.clone();
-    if gone {
-        creates.extend(plan.recreate.iter().cloned());
-    }
-    if let Some(live) = open?.filter(|_| !creates.is_empty()) {
-        create(&ctx, &live, &plan, &creates).await?;
-    }
-    Ok(Action::requeue(plan.retry.unwrap_or(RESYNC)))
+    let (ctx, plan) = (ctx.as_ref(), &plan);
+    scope::delete_then_create(ctx, plan, open_set(ctx, &pcs), |live, creates| async move {
+        create(ctx, &live, plan, &creates).await
+    })
+    .await
 }
 
 /// The replicas of a PCS: its standalone PodCliques and PCSGs, from the caches.

@@ -14,7 +14,6 @@ use kube::{Resource, ResourceExt};
 use super::conditions::{self, Desired};
 use super::context::{Context, Events, controller_of, owned_by};
 use super::error::Error;
-use super::podclique::RESYNC;
 use super::scope::{self, Existing, Plan, STALE_RETRY, Scope, Slot};
 use crate::api::{
     PodClique, PodCliqueScalingGroup, PodCliqueScalingGroupStatus, PodCliqueSet, RunPolicy,
@@ -68,28 +67,15 @@ pub(super) async fn reconcile(
         upstream.add(false, EVENT_PCSG_REPLICA_DELETE_SUCCESSFUL, note, None);
     }
     ctx.publish(upstream);
-    // 3. Then what it deletes, 4. then what it creates. The live reads that guard creation
-    // (C4) go out with the deletes: neither depends on the other, and a restart waits on both.
-    let may_create = !plan.creates.is_empty() || !plan.recreate.is_empty();
-    let (deleted, open) = futures::join!(scope::delete_all(&ctx, &plan.deletes), async {
-        if may_create {
-            open_group(&ctx, &pcsg).await
-        } else {
-            Ok(None)
-        }
-    });
-    let gone = match deleted {
-        Err(e) if e.is_conflict() => return Ok(Action::requeue(STALE_RETRY)),
-        other => other?,
-    };
-    let mut creates = plan.creates.clone();
-    if gone {
-        creates.extend(plan.recreate.iter().cloned());
-    }
-    if let Some(live) = open?.filter(|_| !creates.is_empty()) {
-        create(&ctx, &pcs, &live, &plan, &creates).await?;
-    }
-    Ok(Action::requeue(plan.retry.unwrap_or(RESYNC)))
+    // 3. Then what it deletes, 4. then what it creates.
+    let (ctx, pcs, plan) = (ctx.as_ref(), pcs.as_ref(), &plan);
+    scope::delete_then_create(
+        ctx,
+        plan,
+        open_group(ctx, &pcsg),
+        |live, creates| async move { create(ctx, pcs, &live, plan, &creates).await },
+    )
+    .await
 }
 
 /// The replicas of a PCSG and their PodCliques, from the caches.

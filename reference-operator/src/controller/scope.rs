@@ -2,6 +2,7 @@
 //! replica views from the caches and turning the decisions into one ordered plan (status
 //! write, then events, then deletes, then creates: O1, O2) is the same for both parents.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,10 +11,12 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Resource;
+use kube::runtime::controller::Action;
 
 use super::conditions::{self, Desired};
 use super::context::{Context, Events, Guard, Kind, label};
 use super::error::Error;
+use super::podclique::RESYNC;
 use crate::api::{PodClique, PodCliqueScalingGroup};
 use crate::names::{
     EVENT_GANG_RESTART_TRIGGERED, EVENT_JOB_COMPLETED, EVENT_JOB_FAILED,
@@ -338,11 +341,42 @@ pub(super) fn events<K: Resource<DynamicType = ()>>(parent: &K, plan: &Plan) -> 
     events
 }
 
-/// Carries out the deletes of a plan, a few at a time; returns whether every child is gone.
-pub(super) async fn delete_all(
+/// Steps 3 and 4 of a PCS or PCSG reconcile: what `plan` deletes, then what it creates.
+///
+/// `open` is the live read that guards creation (C4), giving the parent as it is now when it is
+/// open for new children. It is only awaited when the plan may create, and then together with
+/// the deletes: neither depends on the other, and a restart waits on both. `create` gets that
+/// parent and the children to create: the plan's new ones, plus its recreations once every
+/// deleted child is gone.
+pub(super) async fn delete_then_create<L, Created>(
     ctx: &Context,
-    deletes: &[(Existing, Guard)],
-) -> Result<bool, Error> {
+    plan: &Plan,
+    open: impl Future<Output = Result<Option<L>, Error>>,
+    create: impl FnOnce(L, Vec<(usize, Vec<String>)>) -> Created,
+) -> Result<Action, Error>
+where
+    Created: Future<Output = Result<(), Error>>,
+{
+    let may_create = !plan.creates.is_empty() || !plan.recreate.is_empty();
+    let (deleted, open) = futures::join!(delete_all(ctx, &plan.deletes), async {
+        if may_create { open.await } else { Ok(None) }
+    });
+    let gone = match deleted {
+        Err(e) if e.is_conflict() => return Ok(Action::requeue(STALE_RETRY)),
+        other => other?,
+    };
+    let mut creates = plan.creates.clone();
+    if gone {
+        creates.extend(plan.recreate.iter().cloned());
+    }
+    if let Some(live) = open?.filter(|_| !creates.is_empty()) {
+        create(live, creates).await?;
+    }
+    Ok(Action::requeue(plan.retry.unwrap_or(RESYNC)))
+}
+
+/// Carries out the deletes of a plan, a few at a time; returns whether every child is gone.
+async fn delete_all(ctx: &Context, deletes: &[(Existing, Guard)]) -> Result<bool, Error> {
     let gone: Vec<bool> = futures::stream::iter(deletes.to_vec())
         .map(|(child, guard)| async move { child.delete(ctx, guard).await })
         .buffer_unordered(PARALLEL_REQUESTS)

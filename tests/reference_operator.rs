@@ -452,6 +452,14 @@ fn owner_uid(pod: &Pod) -> String {
         .unwrap_or_default()
 }
 
+/// Creates the all-ranks PodCliqueSet `job` (one completion-aware clique `worker` of
+/// `workers` pods, `maxRestarts: budget`); returns its pods once all of them run.
+async fn start_all_ranks_job(w: &World, workers: i32, budget: i32) -> Vec<Pod> {
+    let worker = clique("worker", workers, true);
+    create(w, &pcs("job", vec![worker], vec![], max_restarts(budget))).await;
+    running_pods(w, "job-0-worker", usize::try_from(workers).unwrap()).await
+}
+
 /// Waits until PodClique `clique` (its current object) has `n` running pods; returns them
 /// ordered by index.
 async fn running_pods(w: &World, clique: &str, n: usize) -> Vec<Pod> {
@@ -523,17 +531,7 @@ fn all_ranks_complete_and_keep_their_terminal_pods() {
         Mode::InProcess,
         Duration::from_secs(50),
         |w| async move {
-            create(
-                &w,
-                &pcs(
-                    "job",
-                    vec![clique("worker", 4, true)],
-                    vec![],
-                    max_restarts(1),
-                ),
-            )
-            .await;
-            let pods = running_pods(&w, "job-0-worker", 4).await;
+            let pods = start_all_ranks_job(&w, 4, 1).await;
             let indices: BTreeSet<u32> = pods.iter().map(index).collect();
             assert_eq!(indices, (0..4).collect(), "B2: one pod per index");
             for pod in &pods {
@@ -670,17 +668,7 @@ fn a_spent_budget_fails_the_job() {
         Mode::InProcess,
         Duration::from_secs(50),
         |w| async move {
-            create(
-                &w,
-                &pcs(
-                    "job",
-                    vec![clique("worker", 2, true)],
-                    vec![],
-                    max_restarts(1),
-                ),
-            )
-            .await;
-            let pods = running_pods(&w, "job-0-worker", 2).await;
+            let pods = start_all_ranks_job(&w, 2, 1).await;
             exit_all(&w, &pods[..1], 3).await;
             wait_for(&w, "job", "the first restart", |p: &PodCliqueSet| {
                 counts(p) == vec![1]
@@ -800,17 +788,7 @@ fn vanished_pod_fails_the_job(name: &str, remove: &'static str) {
         Mode::InProcess,
         Duration::from_secs(45),
         move |w| async move {
-            create(
-                &w,
-                &pcs(
-                    "job",
-                    vec![clique("worker", 3, true)],
-                    vec![],
-                    max_restarts(0),
-                ),
-            )
-            .await;
-            let pods = running_pods(&w, "job-0-worker", 3).await;
+            let pods = start_all_ranks_job(&w, 3, 0).await;
             let victim = pods[2].name_any();
             match remove {
                 "evict" => w.cluster.fleet.evict(&w.ns, &victim).await.unwrap(),
@@ -873,17 +851,7 @@ fn a_sigkill_in_the_middle_of_a_restart_still_counts_one_restart() {
         Mode::Process,
         Duration::from_secs(55),
         |mut w| async move {
-            create(
-                &w,
-                &pcs(
-                    "job",
-                    vec![clique("worker", 4, true)],
-                    vec![],
-                    max_restarts(2),
-                ),
-            )
-            .await;
-            let pods = running_pods(&w, "job-0-worker", 4).await;
+            let pods = start_all_ranks_job(&w, 4, 2).await;
             let first: PodClique = wait_for(&w, "job-0-worker", "the clique", |_| true).await;
             let seen = Arc::new(Mutex::new(BTreeSet::new()));
             let counts_seen = record_counts(&w, "job", seen.clone());

@@ -42,6 +42,15 @@ fn slot(template: &str, aware: bool, existing: Option<Existing>) -> Slot {
     }
 }
 
+/// A replica of attempt `attempt`: a running leader and a Failed worker.
+fn leader_and_failed_worker(attempt: u32) -> Vec<Slot> {
+    let failed = Some(("Failed", "2020-01-01T00:00:00Z"));
+    vec![
+        slot("leader", true, Some(clique("g-0-leader", attempt, None))),
+        slot("worker", true, Some(clique("g-0-worker", attempt, failed))),
+    ]
+}
+
 fn scope(replicas: Vec<Vec<Slot>>, counts: Vec<i32>, max_restarts: u32) -> Scope {
     Scope {
         aware: true,
@@ -61,22 +70,7 @@ fn deleted(plan: &Plan) -> Vec<(String, Guard)> {
 
 #[test]
 fn a_restart_persists_the_count_then_deletes_and_recreates_the_whole_replica() {
-    let s = scope(
-        vec![vec![
-            slot("leader", true, Some(clique("g-0-leader", 0, None))),
-            slot(
-                "worker",
-                true,
-                Some(clique(
-                    "g-0-worker",
-                    0,
-                    Some(("Failed", "2020-01-01T00:00:00Z")),
-                )),
-            ),
-        ]],
-        vec![],
-        2,
-    );
+    let s = scope(vec![leader_and_failed_worker(0)], vec![], 2);
     let plan = s.plan(now());
     assert_eq!(
         plan.counts,
@@ -111,22 +105,7 @@ fn a_restart_persists_the_count_then_deletes_and_recreates_the_whole_replica() {
 
 #[test]
 fn a_spent_budget_fails_the_parent_and_deletes_only_what_still_runs() {
-    let s = scope(
-        vec![vec![
-            slot("leader", true, Some(clique("g-0-leader", 1, None))),
-            slot(
-                "worker",
-                true,
-                Some(clique(
-                    "g-0-worker",
-                    1,
-                    Some(("Failed", "2020-01-01T00:00:00Z")),
-                )),
-            ),
-        ]],
-        vec![1],
-        1,
-    );
+    let s = scope(vec![leader_and_failed_worker(1)], vec![1], 1);
     let plan = s.plan(now());
     assert_eq!(plan.counts, vec![1], "E9: no increment");
     assert_eq!(plan.aggregate, Some(AggregateDecision::Fail));

@@ -3,6 +3,8 @@
 //!
 //! `cargo run --release --example cluster_timings -- [starts] [pods]` (defaults 5 and 40).
 
+mod support;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -32,12 +34,7 @@ fn stats(name: &str, xs: Vec<Duration>) {
 }
 
 fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+    support::memory_kib(&pid.to_string(), "VmRSS")
 }
 
 fn phase(pod: &Pod) -> &str {

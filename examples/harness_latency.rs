@@ -4,6 +4,8 @@
 //!
 //! `cargo run --release --example harness_latency -- [writes]` (default 100).
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use grove_conformance::embedded::{EmbeddedCluster, EmbeddedOptions};
@@ -14,12 +16,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+    support::memory_kib("self", "VmHWM")
 }
 
 #[tokio::main]

@@ -8,6 +8,8 @@
 //! The operator runs as a child process (this example re-run with `--operator`), so its RSS and
 //! request count are its own.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -88,12 +90,7 @@ impl OperatorChild {
 
     /// Peak resident set size, in KiB.
     fn peak_rss_kib(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
+        support::memory_kib(&self.child.id().to_string(), "VmHWM")
     }
 
     /// SIGTERM, wait (at most 10 s), and the line the operator logs on the way out.

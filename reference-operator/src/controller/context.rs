@@ -82,7 +82,8 @@ impl Events {
     }
 }
 
-/// Above this many entries the record of our own writes is dropped (it only saves requests).
+/// Above this many entries a record of our own writes or creates is dropped (it only saves
+/// requests).
 const WRITTEN_LIMIT: usize = 10_000;
 
 /// How long pods just created may take to show in the cache before the cache is believed.
@@ -236,11 +237,11 @@ impl Context {
         if indices.is_empty() {
             return;
         }
-        let mut created = self.created.lock().unwrap_or_else(|e| e.into_inner());
-        if created.len() >= WRITTEN_LIMIT {
-            created.clear();
-        }
-        created.insert(uid.to_string(), (Instant::now(), indices.to_vec()));
+        remember(
+            &self.created,
+            uid.to_string(),
+            (Instant::now(), indices.to_vec()),
+        );
     }
 
     /// Whether the cache does not show yet some pods just created for the PodClique with
@@ -286,11 +287,7 @@ impl Context {
             .await
             .map_err(api_error("write the status of", kind::<K>(), &name))?;
         if let (Some(uid), Some(version)) = (written.uid(), version(&written)) {
-            let mut record = self.written.lock().unwrap_or_else(|e| e.into_inner());
-            if record.len() >= WRITTEN_LIMIT {
-                record.clear();
-            }
-            record.insert(uid, version);
+            remember(&self.written, uid, version);
         }
         Ok(written)
     }
@@ -445,6 +442,16 @@ fn parent_link(meta: &ObjectMeta) -> Option<ParentLink> {
                 .map(String::as_str),
         ),
     })
+}
+
+/// Records `key` in one of the records that only save requests; past [`WRITTEN_LIMIT`]
+/// entries the record starts over.
+fn remember<V>(record: &Mutex<HashMap<String, V>>, key: String, value: V) {
+    let mut record = record.lock().unwrap_or_else(|e| e.into_inner());
+    if record.len() >= WRITTEN_LIMIT {
+        record.clear();
+    }
+    record.insert(key, value);
 }
 
 /// The resourceVersion as a number (etcd revisions are).

@@ -238,7 +238,21 @@ fn the_progress_line_writes_one_line_per_case_in_logs() {
         1500,
     )))
     .unwrap();
-    assert_eq!(String::from_utf8(out).unwrap(), "[1/2] PASS  a (1.5s)\n");
+    p.on_event(&RunEvent::CaseFinished(case(
+        "b",
+        "x",
+        &["R7"],
+        Profile::Extended,
+        Outcome::Skip {
+            reason: "no restart-attempt label".into(),
+        },
+        0,
+    )))
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "[1/2] PASS  a (1.5s)\n[2/2] SKIP  b (0.0s) skipped: no restart-attempt label\n"
+    );
 
     let mut out = Vec::new();
     let mut p = ProgressLine::new(&mut out, true);

@@ -67,7 +67,7 @@ impl<W: Write> ProgressLine<W> {
                     match &r.outcome {
                         Outcome::Pass => String::new(),
                         Outcome::Fail(f) => format!(": {}", f.message),
-                        Outcome::Skip { reason } => format!(": {reason}"),
+                        Outcome::Skip { reason } => format!(" skipped: {reason}"),
                         Outcome::Error { message } => format!(": {message}"),
                     }
                 );

@@ -460,6 +460,14 @@ async fn start_all_ranks_job(w: &World, workers: i32, budget: i32) -> Vec<Pod> {
     running_pods(w, "job-0-worker", usize::try_from(workers).unwrap()).await
 }
 
+/// Waits until PodClique `clique` is the object of restart attempt `attempt` (R7).
+async fn attempt_started(w: &World, clique: &str, attempt: &'static str) -> PodClique {
+    wait_for(w, clique, "the new attempt", move |c: &PodClique| {
+        c.labels().get(LABEL_RESTART_ATTEMPT).map(String::as_str) == Some(attempt)
+    })
+    .await
+}
+
 /// Waits until PodClique `clique` (its current object) has `n` running pods; returns them
 /// ordered by index.
 async fn running_pods(w: &World, clique: &str, n: usize) -> Vec<Pod> {
@@ -674,11 +682,7 @@ fn a_spent_budget_fails_the_job() {
                 counts(p) == vec![1]
             })
             .await;
-            let pclq: PodClique =
-                wait_for(&w, "job-0-worker", "the new attempt", |c: &PodClique| {
-                    c.labels().get(LABEL_RESTART_ATTEMPT).map(String::as_str) == Some("1")
-                })
-                .await;
+            let pclq: PodClique = attempt_started(&w, "job-0-worker", "1").await;
             let pods = running_pods(&w, "job-0-worker", 2).await;
             exit_all(&w, &pods[1..], 3).await;
 
@@ -876,11 +880,7 @@ fn a_sigkill_in_the_middle_of_a_restart_still_counts_one_restart() {
             eprintln!("sigkill: the operator died {state}");
             *operator = OperatorProcess::start(w.cluster.control_plane.kubeconfig_path(), &w.ns);
 
-            let clique: PodClique =
-                wait_for(&w, "job-0-worker", "the new attempt", |c: &PodClique| {
-                    c.labels().get(LABEL_RESTART_ATTEMPT).map(String::as_str) == Some("1")
-                })
-                .await;
+            let clique: PodClique = attempt_started(&w, "job-0-worker", "1").await;
             assert_ne!(clique.uid(), first.uid());
             let pods = running_pods(&w, "job-0-worker", 4).await;
             exit_all(&w, &pods, 0).await;
@@ -1172,6 +1172,9 @@ fn a_mixed_job_runs_with_the_deployed_permissions_only() {
                 |g: &PodCliqueScalingGroup| counts(g) == vec![1],
             )
             .await;
+            // The count is written before the old attempt is deleted: wait for the new one.
+            attempt_started(&w, "mixed-0-gang-0-leader", "1").await;
+            attempt_started(&w, "mixed-0-gang-0-worker", "1").await;
             let leader = running_pods(&w, "mixed-0-gang-0-leader", 1).await;
             let workers = running_pods(&w, "mixed-0-gang-0-worker", 2).await;
             let router_now: PodClique = wait_for(&w, "mixed-0-router", "router", |_| true).await;

@@ -142,12 +142,21 @@ enum Command {
 /// Readiness probes fail by design while components start; kube's client logs each failure.
 const DEFAULT_LOG_FILTER: &str = "warn,kube_client::client::builder=off,kube_client::client::tls=error,kube_client::client=error";
 
+/// The reference operator's default: its decisions, and warnings of everything else.
+const OPERATOR_LOG_FILTER: &str = "warn,grove_reference_operator=info";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The reference operator logs each decision at info level, so that the log a failed case
+    // keeps explains it.
+    let default_filter = match cli.command {
+        Command::ReferenceOperator { .. } => OPERATOR_LOG_FILTER,
+        _ => DEFAULT_LOG_FILTER,
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into()),
+                .unwrap_or_else(|_| default_filter.into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())

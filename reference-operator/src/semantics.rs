@@ -300,6 +300,18 @@ pub fn evaluate_podclique(view: &PodCliqueView) -> PodCliqueDecision {
     }
 }
 
+/// The row of [`evaluate_podclique`]'s truth table that made `decision` from `view`.
+pub fn podclique_row(view: &PodCliqueView, decision: &PodCliqueDecision) -> u8 {
+    match (view.terminal, view.completion_aware, decision.outcome) {
+        (Some(_), _, _) => 1,
+        (None, true, Some(PodCliqueOutcome::Failed(FailureCause::PodFailed))) => 2,
+        (None, true, Some(PodCliqueOutcome::Failed(FailureCause::PodLost))) => 3,
+        (None, true, Some(PodCliqueOutcome::Completed)) => 4,
+        (None, true, None) => 5,
+        (None, false, _) => 6,
+    }
+}
+
 /// Active pods that must go even in a live clique: indices ≥ `replicas`, and all but one
 /// active pod per index (a duplicate left by a create retried after a crash, B2). The pod kept
 /// is the most advanced (Running before Pending), ties broken by name.
@@ -469,6 +481,22 @@ pub enum ReplicaAction {
     /// The view is inconsistent (a child carries an attempt newer than the count: the parent
     /// was read from a stale cache). Do nothing and look again.
     Wait,
+}
+
+impl ReplicaAction {
+    /// The row of [`evaluate_replica`]'s truth table that chose this action, and its name.
+    pub fn row(&self) -> (u8, &'static str) {
+        match self {
+            ReplicaAction::Wait => (1, "wait"),
+            ReplicaAction::Cleanup { .. } => (2, "cleanup"),
+            ReplicaAction::FinishRestart { .. } => (3, "finish-restart"),
+            ReplicaAction::Complete { .. } => (4, "complete"),
+            ReplicaAction::Restart { .. } => (5, "restart"),
+            ReplicaAction::Fail { .. } => (6, "fail"),
+            ReplicaAction::GangTerminate { .. } => (7, "gang-terminate"),
+            ReplicaAction::Maintain { .. } => (8, "maintain"),
+        }
+    }
 }
 
 /// Decision for one replica.

@@ -22,7 +22,7 @@ use super::error::{Error, api_error};
 use crate::api::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
 use crate::names::{
     API_VERSION, FIELD_MANAGER, KIND_PCS, KIND_PCSG, LABEL_PCS_REPLICA_INDEX,
-    LABEL_PCSG_REPLICA_INDEX, LABEL_PODCLIQUE, LABEL_RESTART_ATTEMPT,
+    LABEL_PCSG_REPLICA_INDEX, LABEL_POD_INDEX, LABEL_PODCLIQUE, LABEL_RESTART_ATTEMPT,
 };
 use crate::semantics::{parse_attempt_label, restart_count};
 
@@ -43,6 +43,52 @@ pub struct Context {
     /// has not caught up with our own creates is not a reason to create again or to suspect
     /// a loss.
     pub(super) created: Mutex<HashMap<String, (Instant, Vec<u32>)>>,
+    /// Pods whose last observed phase was Succeeded and that have vanished since.
+    pub(super) vanished: Arc<Vanished>,
+}
+
+/// The indices of pods last observed Succeeded that have vanished since, by PodClique uid,
+/// until the clique's status records them (E1, E3: only a pod that disappears *before*
+/// reaching Succeeded is lost). Filled by the pod watch before the cache forgets the pod, so
+/// a reconcile that finds the pod gone always finds its success here or in the status.
+#[derive(Debug, Default)]
+pub(super) struct Vanished(Mutex<HashMap<String, BTreeSet<u32>>>);
+
+impl Vanished {
+    /// Notes `pod`, in the last state observed before it vanished.
+    pub(super) fn note(&self, pod: &Pod) {
+        let succeeded = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded");
+        let index = label(&pod.metadata, LABEL_POD_INDEX).and_then(|i| i.parse::<u32>().ok());
+        let (true, Some(index), Some(owner)) = (succeeded, index, controller_of(&pod.metadata))
+        else {
+            return;
+        };
+        let mut record = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        record.entry(owner.uid.clone()).or_default().insert(index);
+    }
+
+    /// The indices noted for the PodClique with `uid`.
+    pub(super) fn of(&self, uid: &str) -> BTreeSet<u32> {
+        let record = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        record.get(uid).cloned().unwrap_or_default()
+    }
+
+    /// Forgets the indices of `uid` that its status now records, or all of them once the
+    /// PodClique is gone (`recorded`: `None`).
+    pub(super) fn forget(&self, uid: &str, recorded: Option<&BTreeSet<u32>>) {
+        let mut record = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let emptied = match (record.get_mut(uid), recorded) {
+            (Some(indices), Some(recorded)) => {
+                indices.retain(|i| !recorded.contains(i));
+                indices.is_empty()
+            }
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if emptied {
+            record.remove(uid);
+        }
+    }
 }
 
 /// Events to publish on one object, in order.

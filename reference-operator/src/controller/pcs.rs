@@ -34,8 +34,8 @@ pub(super) async fn reconcile(pcs: Arc<PodCliqueSet>, ctx: Arc<Context>) -> Resu
     let status = desired_status(&pcs, &scope, &plan);
     if !same_status(&pcs.status.clone().unwrap_or_default(), &status) {
         ctx.apply_status(pcs.as_ref(), &status, true).await?;
-        scope::log(&plan);
     }
+    scope::log(pcs.as_ref(), &plan);
     // 2. What it reports.
     let mut events = scope::events(pcs.as_ref(), &plan);
     for (i, child) in &plan.gang_terminations {

@@ -54,8 +54,8 @@ pub(super) async fn reconcile(
     let status = desired_status(&pcsg, &scope, &plan);
     if !same_status(&pcsg.status.clone().unwrap_or_default(), &status) {
         ctx.apply_status(pcsg.as_ref(), &status, true).await?;
-        scope::log(&plan);
     }
+    scope::log(pcsg.as_ref(), &plan);
     // 2. What it reports.
     ctx.publish(scope::events(pcsg.as_ref(), &plan));
     let mut upstream = Events::on(pcs.as_ref());

@@ -28,7 +28,7 @@ use crate::names::{
 };
 use crate::semantics::{
     Breach, FailureCause, PodCliqueDecision, PodCliqueOutcome, PodCliqueView, PodPhase, PodView,
-    evaluate_podclique,
+    evaluate_podclique, podclique_row,
 };
 
 /// How often a quiet object is looked at again anyway.
@@ -46,12 +46,14 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
     let uid = pclq.uid().unwrap_or_default();
     let cached = ctx.cached_pods(&uid);
     let pods: Vec<&Pod> = cached.iter().map(AsRef::as_ref).collect();
-    let cached_view = view(&pclq, &pods);
+    let vanished = ctx.vanished.of(&uid);
+    let cached_view = view(&pclq, &pods, &vanished);
     let decision = evaluate_podclique(&cached_view);
-    let confirm = !decision.create.is_empty()
-        || decision.outcome == Some(PodCliqueOutcome::Failed(FailureCause::PodLost));
-    if !confirm {
-        return act(&ctx, &pclq, &pods, decision, Vec::new()).await;
+    let lost =
+        |d: &PodCliqueDecision| d.outcome == Some(PodCliqueOutcome::Failed(FailureCause::PodLost));
+    let cached_lost = lost(&decision);
+    if decision.create.is_empty() && !cached_lost {
+        return act(&ctx, &pclq, &pods, &vanished, decision, Vec::new()).await;
     }
     let seen = cached_view.pods.iter().map(|p| p.index).collect();
     if ctx.awaiting_created(&uid, &seen) {
@@ -77,8 +79,24 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
     if fresh.uid() != pclq.uid() || fresh.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
+    // What the cache saw Succeeded stays so (a live list may already miss a pod whose
+    // deletion the watch has not delivered yet).
+    let mut known = vanished;
+    known.extend(
+        cached_view
+            .pods
+            .iter()
+            .filter(|p| p.phase == PodPhase::Succeeded)
+            .map(|p| p.index),
+    );
     let pods: Vec<&Pod> = live.iter().collect();
-    let mut decision = evaluate_podclique(&view(&fresh, &pods));
+    let mut decision = evaluate_podclique(&view(&fresh, &pods, &known));
+    if lost(&decision) && !cached_lost {
+        // A loss is judged on the watch, which carries a vanished pod's last phase; the live
+        // read is ahead of it. Its events will bring us back.
+        tracing::debug!("pod missing from the live list but not from the cache yet");
+        return Ok(Action::requeue(STALE_RETRY));
+    }
     let wanted = std::mem::take(&mut decision.create);
     let mut created = Vec::new();
     let open = wanted.is_empty() || parents_open?;
@@ -88,7 +106,7 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
     }
     tracing::debug!(?wanted, ?created, open, "created pods");
     let short = open && created.len() < wanted.len();
-    let action = act(&ctx, &fresh, &pods, decision, created).await?;
+    let action = act(&ctx, &fresh, &pods, &known, decision, created).await?;
     // Parents not cached yet, or a create failed: look again soon.
     Ok(if short {
         Action::requeue(Duration::from_secs(1))
@@ -102,13 +120,22 @@ async fn act(
     ctx: &Context,
     pclq: &PodClique,
     pods: &[&Pod],
+    known: &BTreeSet<u32>,
     decision: PodCliqueDecision,
     created: Vec<u32>,
 ) -> Result<Action, Error> {
-    let status = desired_status(pclq, pods, &decision, &created);
+    let status = desired_status(pclq, pods, known, &decision, &created);
     let current = pclq.status.clone().unwrap_or_default();
     if !same_status(&current, &status) {
         ctx.apply_status(pclq, &status, true).await?;
+    }
+    if let Some(recorded) = &status.succeeded_pod_indices {
+        let recorded = recorded
+            .iter()
+            .filter_map(|&i| u32::try_from(i).ok())
+            .collect();
+        ctx.vanished
+            .forget(&pclq.uid().unwrap_or_default(), Some(&recorded));
     }
     let mut events = Events::on(pclq);
     match decision.outcome {
@@ -117,13 +144,10 @@ async fn act(
             events.add(false, EVENT_JOB_COMPLETED, note, None);
         }
         Some(PodCliqueOutcome::Failed(cause)) => {
-            let note = failure_message(cause, pods, pclq);
+            let note = failure_message(cause, pods, known, pclq);
             events.add(true, EVENT_JOB_FAILED, note, None);
         }
         None => {}
-    }
-    if let Some(outcome) = decision.outcome {
-        tracing::info!(?outcome, "terminal condition persisted");
     }
     ctx.publish(events);
     let doomed: Vec<Pod> = pods
@@ -131,6 +155,17 @@ async fn act(
         .filter(|p| decision.delete.contains(&p.name_any()))
         .map(|&p| p.clone())
         .collect();
+    if decision.outcome.is_some() || !created.is_empty() || !doomed.is_empty() {
+        tracing::info!(
+            object = %format!("PodClique {}/{}", pclq.namespace().unwrap_or_default(), pclq.name_any()),
+            row = podclique_row(&view(pclq, pods, known), &decision),
+            outcome = ?decision.outcome,
+            created = ?created,
+            delete = ?doomed.iter().map(ResourceExt::name_any).collect::<Vec<_>>(),
+            succeeded = ?status.succeeded_pod_indices,
+            "decision"
+        );
+    }
     let results: Vec<Result<bool, Error>> = futures::stream::iter(doomed)
         .map(|p| async move { ctx.delete(&p, Guard::Version).await })
         .buffer_unordered(PARALLEL_REQUESTS)
@@ -205,8 +240,9 @@ fn pod_context(ctx: &Context, pclq: &PodClique) -> Result<Option<build::PodConte
 }
 
 /// The semantics module's view of a clique and its pods (pods of this PodClique object only:
-/// an older PodClique of the same name owned other pods).
-fn view(pclq: &PodClique, pods: &[&Pod]) -> PodCliqueView {
+/// an older PodClique of the same name owned other pods). `known`: indices whose pod was seen
+/// Succeeded but whose success the status may not record yet (E1, E3).
+fn view(pclq: &PodClique, pods: &[&Pod], known: &BTreeSet<u32>) -> PodCliqueView {
     let status = pclq.status.as_ref();
     let recorded = |list: Option<&Vec<i32>>| -> BTreeSet<u32> {
         list.into_iter()
@@ -228,7 +264,10 @@ fn view(pclq: &PodClique, pods: &[&Pod]) -> PodCliqueView {
         ),
         pods,
         created_indices,
-        succeeded_indices: recorded(status.and_then(|s| s.succeeded_pod_indices.as_ref())),
+        succeeded_indices: recorded(status.and_then(|s| s.succeeded_pod_indices.as_ref()))
+            .union(known)
+            .copied()
+            .collect(),
     }
 }
 
@@ -251,6 +290,7 @@ fn pod_view(pod: &Pod) -> Option<PodView> {
 fn desired_status(
     pclq: &PodClique,
     pods: &[&Pod],
+    known: &BTreeSet<u32>,
     decision: &PodCliqueDecision,
     created: &[u32],
 ) -> PodCliqueStatus {
@@ -267,7 +307,7 @@ fn desired_status(
                 FailureCause::PodFailed => REASON_POD_FAILED,
                 FailureCause::PodLost => REASON_POD_LOST,
             },
-            failure_message(cause, pods, pclq),
+            failure_message(cause, pods, known, pclq),
         )),
         None => {}
     }
@@ -299,7 +339,7 @@ fn desired_status(
                 .is_some_and(|g| !g.is_empty())
         })
         .count();
-    let view = view(pclq, pods);
+    let view = view(pclq, pods, known);
     let indices = |set: BTreeSet<u32>| -> Option<Vec<i32>> {
         aware.then(|| {
             set.into_iter()
@@ -343,7 +383,12 @@ fn same_status(a: &PodCliqueStatus, b: &PodCliqueStatus) -> bool {
         )
 }
 
-fn failure_message(cause: FailureCause, pods: &[&Pod], pclq: &PodClique) -> String {
+fn failure_message(
+    cause: FailureCause,
+    pods: &[&Pod],
+    known: &BTreeSet<u32>,
+    pclq: &PodClique,
+) -> String {
     match cause {
         FailureCause::PodFailed => {
             let failed = pods
@@ -356,7 +401,7 @@ fn failure_message(cause: FailureCause, pods: &[&Pod], pclq: &PodClique) -> Stri
             }
         }
         FailureCause::PodLost => {
-            let view = view(pclq, pods);
+            let view = view(pclq, pods, known);
             let present: BTreeSet<u32> = view.pods.iter().map(|p| p.index).collect();
             let lost = view
                 .created_indices

@@ -30,7 +30,7 @@ use kube::{Client, Resource, ResourceExt};
 use tracing::Instrument;
 use tracing::instrument::Instrumented;
 
-use super::context::{Context, Kind};
+use super::context::{Context, Kind, Vanished};
 use super::error::Error;
 use super::{pcs, pcsg, podclique};
 use crate::api::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
@@ -83,26 +83,43 @@ pub async fn run_until(
     let (pcsg_tx, [pcsg_self, pcsg_to_pcs]) = fan_out::<PodCliqueScalingGroup, 2>();
     let (pcs_tx, [pcs_self]) = fan_out::<PodCliqueSet, 1>();
     let pods_config = watcher::Config::default().labels(LABEL_PODCLIQUE);
+    let vanished = Arc::new(Vanished::default());
     let (pods, pods_ready, pods_watch) = watch(
         api(&client, &namespace),
         pods_config,
         trim_pod,
+        gone({
+            let vanished = vanished.clone();
+            move |pod: &Pod| vanished.note(pod)
+        }),
         vec![pod_tx],
     );
     let (podcliques, pclq_ready, pclq_watch) = watch(
         api(&client, &namespace),
         Default::default(),
         |_| {},
+        gone({
+            let vanished = vanished.clone();
+            move |pclq: &PodClique| {
+                vanished.forget(&ResourceExt::uid(pclq).unwrap_or_default(), None)
+            }
+        }),
         pclq_tx,
     );
     let (scaling_groups, pcsg_ready, pcsg_watch) = watch(
         api(&client, &namespace),
         Default::default(),
         |_| {},
+        gone(|_| {}),
         pcsg_tx,
     );
-    let (podcliquesets, pcs_ready, pcs_watch) =
-        watch(api(&client, &namespace), Default::default(), |_| {}, pcs_tx);
+    let (podcliquesets, pcs_ready, pcs_watch) = watch(
+        api(&client, &namespace),
+        Default::default(),
+        |_| {},
+        gone(|_| {}),
+        pcs_tx,
+    );
     let _watches = [pods_watch, pclq_watch, pcsg_watch, pcs_watch].map(Task::spawn);
 
     let ctx = Arc::new(Context {
@@ -115,6 +132,7 @@ pub async fn run_until(
         ready: vec![pods_ready, pclq_ready, pcsg_ready, pcs_ready],
         written: Mutex::default(),
         created: Mutex::default(),
+        vanished,
     });
     let stop: Shared<BoxFuture<'static, ()>> = stop.boxed().shared();
     let config = Config::default().debounce(DEBOUNCE);
@@ -242,14 +260,25 @@ fn fan_out<K, const N: usize>() -> (Vec<UnboundedSender<K>>, [UnboundedReceiver<
     (senders, receivers)
 }
 
+/// What a watch does with an object that vanished, in the last states it observed, before its
+/// cache forgets it.
+type Gone<K> = Box<dyn Fn(&K) + Send + Sync>;
+
+fn gone<K>(f: impl Fn(&K) + Send + Sync + 'static) -> Gone<K> {
+    Box::new(f)
+}
+
 /// A cache of `K`, a flag raised once it holds a first complete listing, and the task that
 /// keeps it: the task applies each watch event, `trim`med, to the cache, then sends every
 /// touched object to `outputs`. After a (re)list it sends every object, and those that
-/// vanished meanwhile, so nothing missed during a watch gap goes unreconciled.
+/// vanished meanwhile, so nothing missed during a watch gap goes unreconciled. An object that
+/// vanishes is handed to `on_gone` (as the deletion showed it and as last cached) before the
+/// cache drops it.
 fn watch<K: Kind>(
     api: Api<K>,
     config: watcher::Config,
     trim: fn(&mut K),
+    on_gone: Gone<K>,
     outputs: Vec<UnboundedSender<K>>,
 ) -> (
     Store<K>,
@@ -262,6 +291,7 @@ fn watch<K: Kind>(
     let cache = reader.clone();
     let task = async move {
         let mut events = watcher(api, config).default_backoff().boxed();
+        let mut relisted: HashSet<ObjectRef<K>> = HashSet::new();
         while let Some(event) = events.next().await {
             let event = match event {
                 // Managed fields are never read; dropping them keeps the caches small.
@@ -275,22 +305,37 @@ fn watch<K: Kind>(
                 }
             };
             let touched: Vec<Arc<K>> = match &event {
-                watcher::Event::Apply(o) | watcher::Event::Delete(o) => vec![Arc::new(o.clone())],
+                watcher::Event::Apply(o) => vec![Arc::new(o.clone())],
+                watcher::Event::Delete(o) => {
+                    if let Some(last) = cache.get(&ObjectRef::from_obj(o)) {
+                        on_gone(&last);
+                    }
+                    on_gone(o);
+                    vec![Arc::new(o.clone())]
+                }
                 watcher::Event::InitDone => {
-                    let before = cache.state();
+                    // Objects missing from the new listing vanished during the gap.
+                    let listed = std::mem::take(&mut relisted);
+                    let gone: Vec<Arc<K>> = cache
+                        .state()
+                        .into_iter()
+                        .filter(|o| !listed.contains(&ObjectRef::from_obj(o.as_ref())))
+                        .collect();
+                    for o in &gone {
+                        on_gone(o);
+                    }
                     writer.apply_watcher_event(&event);
                     ready_tx.send_replace(true);
-                    let after = cache.state();
-                    let now: HashSet<ObjectRef<K>> = after
-                        .iter()
-                        .map(|o| ObjectRef::from_obj(o.as_ref()))
-                        .collect();
-                    let gone = before
-                        .into_iter()
-                        .filter(|o| !now.contains(&ObjectRef::from_obj(o.as_ref())));
-                    after.into_iter().chain(gone).collect()
+                    cache.state().into_iter().chain(gone).collect()
                 }
-                watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
+                watcher::Event::Init => {
+                    relisted.clear();
+                    Vec::new()
+                }
+                watcher::Event::InitApply(o) => {
+                    relisted.insert(ObjectRef::from_obj(o));
+                    Vec::new()
+                }
             };
             if !matches!(event, watcher::Event::InitDone) {
                 writer.apply_watcher_event(&event);

@@ -170,6 +170,22 @@ pub(super) struct Plan {
     pub recreate: Vec<(usize, Vec<String>)>,
     /// When to look again without a change.
     pub retry: Option<Duration>,
+    /// The replicas' decisions that act, for the log.
+    pub decisions: Vec<Decision>,
+}
+
+/// One replica's decision, as the log shows it.
+#[derive(Clone, Debug)]
+pub(super) struct Decision {
+    replica: usize,
+    row: u8,
+    action: &'static str,
+    /// The failed or breached child, when the action has one.
+    child: Option<String>,
+    /// The restart count written by a restart.
+    count: Option<u32>,
+    delete: Vec<String>,
+    create: Vec<String>,
 }
 
 impl Scope {
@@ -193,6 +209,9 @@ impl Scope {
             };
             let decision = evaluate_replica(&view);
             outcomes.push(decision.outcome);
+            if let Some(d) = Decision::of(j, &decision.action) {
+                plan.decisions.push(d);
+            }
             let all: Vec<String> = slots.iter().map(|s| s.object_name.clone()).collect();
             let existing = |names: &[String], guard: Guard| {
                 slots
@@ -398,13 +417,81 @@ pub(super) async fn create_all<K: Kind>(
         .await
 }
 
-/// Logs the decisions a status write just persisted.
-pub(super) fn log(plan: &Plan) {
-    for r in &plan.restarts {
-        tracing::info!(replica = r.replica, count = r.count, failed = %r.failed_child, "gang restart persisted");
+impl Decision {
+    /// The decision to log for `action` on replica `j`; `None` when it changes nothing.
+    fn of(j: usize, action: &ReplicaAction) -> Option<Decision> {
+        let (row, name) = action.row();
+        let mut d = Decision {
+            replica: j,
+            row,
+            action: name,
+            child: None,
+            count: None,
+            delete: Vec::new(),
+            create: Vec::new(),
+        };
+        match action {
+            ReplicaAction::Wait => return None,
+            ReplicaAction::Maintain { create } if create.is_empty() => return None,
+            ReplicaAction::Cleanup { delete } if delete.is_empty() => return None,
+            ReplicaAction::Maintain { create } => d.create.clone_from(create),
+            ReplicaAction::Cleanup { delete } | ReplicaAction::FinishRestart { delete } => {
+                d.delete.clone_from(delete);
+            }
+            ReplicaAction::Complete { then_delete } => d.delete.clone_from(then_delete),
+            ReplicaAction::Restart {
+                new_count,
+                failed_child,
+                then_delete,
+            } => {
+                d.count = Some(*new_count);
+                d.child = Some(failed_child.clone());
+                d.delete.clone_from(then_delete);
+            }
+            ReplicaAction::Fail {
+                failed_child,
+                then_delete,
+            } => {
+                d.child = Some(failed_child.clone());
+                d.delete.clone_from(then_delete);
+            }
+            ReplicaAction::GangTerminate {
+                breached_child,
+                delete,
+            } => {
+                d.child = Some(breached_child.clone());
+                d.delete.clone_from(delete);
+            }
+        }
+        Some(d)
+    }
+}
+
+/// Logs, one line each, the decisions of `plan` on `parent`: the replica, the truth-table row
+/// taken, the child that caused it, the restart count written, what it deletes and creates,
+/// and a new terminal condition of the parent.
+pub(super) fn log<K: Resource<DynamicType = ()>>(parent: &K, plan: &Plan) {
+    let object = format!(
+        "{} {}/{}",
+        K::kind(&()),
+        parent.meta().namespace.as_deref().unwrap_or_default(),
+        parent.meta().name.as_deref().unwrap_or_default()
+    );
+    for d in &plan.decisions {
+        tracing::info!(
+            %object,
+            replica = d.replica,
+            row = d.row,
+            action = d.action,
+            child = d.child.as_deref().unwrap_or("-"),
+            restart_count = ?d.count,
+            delete = ?d.delete,
+            create = ?d.create,
+            "replica decision"
+        );
     }
     if let Some(aggregate) = plan.aggregate {
-        tracing::info!(?aggregate, "terminal condition persisted");
+        tracing::info!(%object, ?aggregate, counts = ?plan.counts, "terminal condition persisted");
     }
 }
 

@@ -1034,3 +1034,55 @@ fn a_crash_between_the_count_write_and_the_deletes_never_counts_twice() {
         "O3: the pending restart is finished, the count is not incremented again"
     );
 }
+
+// =============================================================================================
+// Truth-table rows named in the decision log.
+
+#[test]
+fn podclique_rows_name_the_truth_table_row_taken() {
+    let row = |view: &PodCliqueView| podclique_row(view, &evaluate_podclique(view));
+    let mut terminal = clique(true, 2, running(2));
+    terminal.terminal = Some(Terminal::Failed);
+    assert_eq!(row(&terminal), 1);
+    assert_eq!(row(&clique(true, 2, vec![pod(0, PodPhase::Failed)])), 2);
+    let mut lost = clique(true, 2, vec![pod(1, PodPhase::Running)]);
+    lost.created_indices.insert(0);
+    assert_eq!(row(&lost), 3);
+    let both = vec![pod(0, PodPhase::Succeeded), pod(1, PodPhase::Succeeded)];
+    assert_eq!(row(&clique(true, 2, both)), 4);
+    assert_eq!(row(&clique(true, 2, running(1))), 5);
+    assert_eq!(row(&clique(false, 2, vec![pod(0, PodPhase::Failed)])), 6);
+}
+
+#[test]
+fn replica_rows_name_the_truth_table_row_taken() {
+    let row = |view: &ReplicaView| evaluate_replica(view).action.row();
+    let mut stale = replica(vec![child("a", true, ChildState::Active)]);
+    stale.children[0].attempt = Some(1);
+    assert_eq!(row(&stale), (1, "wait"));
+    let mut terminal = replica(vec![child("a", true, ChildState::Active)]);
+    terminal.scope_terminal = Some(Terminal::Failed);
+    assert_eq!(row(&terminal), (2, "cleanup"));
+    let mut restarted = replica(vec![child("a", true, ChildState::Active)]);
+    restarted.restart_count = 1;
+    assert_eq!(row(&restarted), (3, "finish-restart"));
+    assert_eq!(
+        row(&replica(vec![child("a", true, ChildState::Completed)])),
+        (4, "complete")
+    );
+    let failed = replica(vec![child("a", true, ChildState::Failed)]);
+    assert_eq!(row(&failed), (5, "restart"));
+    let mut spent = failed.clone();
+    spent.max_restarts = 0;
+    assert_eq!(row(&spent), (6, "fail"));
+    let mut breached = replica(vec![
+        child("a", true, ChildState::Active),
+        child("r", false, ChildState::Active),
+    ]);
+    breached.children[1].breached_since = Some(now() - SignedDuration::from_secs(60));
+    assert_eq!(row(&breached), (7, "gang-terminate"));
+    assert_eq!(
+        row(&replica(vec![child("a", true, ChildState::Active)])),
+        (8, "maintain")
+    );
+}

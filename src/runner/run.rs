@@ -1,18 +1,22 @@
 //! Running a selection of cases: in parallel (`jobs` at a time), cases that need the cluster
 //! to themselves alone, every event streamed to the writers.
 
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::FutureExt;
+
 use kube::Client;
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{Mutex as AsyncMutex, RwLock, Semaphore};
 
 use super::case::{RunContext, needs_exclusive, run_case};
 use super::implementation::{ImplementationSpec, Instance};
 use crate::catalog::{Case, Catalog, Profile};
 use crate::kubelet::Fleet;
-use crate::report::{Recorder, RunEvent, RunResults};
+use crate::report::{CaseResult, Outcome, Recorder, RunEvent, RunResults};
 use crate::vocab::Vocabulary;
 
 /// Which cases to run.
@@ -71,6 +75,41 @@ impl std::fmt::Debug for TargetHandles {
             .field("fleet", &self.fleet.is_some())
             .finish_non_exhaustive()
     }
+}
+
+/// Runs `case` (`run` reports its result), turning a panic into an error result: a case the
+/// harness broke on is reported, never lost.
+async fn guarded(
+    case: &Case,
+    events: &UnboundedSender<RunEvent>,
+    run: impl std::future::Future<Output = ()>,
+) {
+    let started = Instant::now();
+    if let Err(panic) = AssertUnwindSafe(run).catch_unwind().await {
+        let message = format!("the harness panicked: {}", panic_message(panic.as_ref()));
+        let _ = events.send(RunEvent::CaseFinished(broken(case, message, started)));
+    }
+}
+
+/// The result of a case the harness broke on.
+fn broken(case: &Case, message: String, started: Instant) -> CaseResult {
+    CaseResult {
+        case: case.name.clone(),
+        area: case.area.clone(),
+        clauses: case.clauses.clone(),
+        profile: case.profile,
+        outcome: Outcome::Error { message },
+        duration: started.elapsed(),
+    }
+}
+
+/// The text a panic was raised with.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
 }
 
 /// The default number of cases at once: enough to overlap waiting, few enough for 2 cores.
@@ -141,24 +180,34 @@ pub async fn run_cases(
         let slots = slots.clone();
         let cluster = cluster.clone();
         let exclusive = needs_exclusive(&case, &context.catalog, &settings.implementation);
-        tasks.push(tokio::spawn(async move {
+        let header = case.clone();
+        let task = tokio::spawn(async move {
             // Always the slot first, then the cluster lock: a case holding the write lock
             // never waits for a slot held by a case queued behind it.
             let _slot = slots
                 .acquire()
                 .await
                 .expect("the semaphore is never closed");
-            if exclusive {
-                let _alone = cluster.write().await;
-                run_case(&context, &case).await;
-            } else {
-                let _shared = cluster.read().await;
-                run_case(&context, &case).await;
-            }
-        }));
+            guarded(&case, &context.events, async {
+                if exclusive {
+                    let _alone = cluster.write().await;
+                    run_case(&context, &case).await;
+                } else {
+                    let _shared = cluster.read().await;
+                    run_case(&context, &case).await;
+                }
+            })
+            .await;
+        });
+        tasks.push((header, task));
     }
-    for task in tasks {
-        let _ = task.await;
+    // A case whose task ended without a result (aborted, or panicked where it could not be
+    // caught) is still reported: as an error, never left out.
+    for (case, task) in tasks {
+        if let Err(error) = task.await {
+            let message = format!("the case's task ended without a result: {error}");
+            let _ = tx.send(RunEvent::CaseFinished(broken(&case, message, started)));
+        }
     }
     if let Some(instance) = &context.shared_instance {
         instance.lock().await.stop();
@@ -169,4 +218,37 @@ pub async fn run_cases(
     drop(tx);
     drop(context);
     Ok(consumer.await.expect("the event consumer does not panic"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_case_is_reported_as_an_error_with_its_message() {
+        let catalog =
+            crate::catalog::load_catalog(std::path::Path::new(".")).expect("the catalog loads");
+        let case = catalog.cases[0].clone();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        guarded(&case, &tx, async { panic!("a bug in a step") }).await;
+        let Some(RunEvent::CaseFinished(result)) = rx.recv().await else {
+            panic!("no result was reported");
+        };
+        assert_eq!(result.case, case.name);
+        match result.outcome {
+            Outcome::Error { message } => assert!(message.contains("a bug in a step"), "{message}"),
+            other => panic!("expected an error, got {other:?}"),
+        }
+        let mut recorder = Recorder::new();
+        recorder.on_event(&RunEvent::CaseFinished(broken(
+            &case,
+            "x".into(),
+            Instant::now(),
+        )));
+        assert_eq!(recorder.results().counts(), (0, 0, 0, 1));
+        assert_eq!(
+            crate::report::exit_code(recorder.results()),
+            crate::report::CASES_ERRORED
+        );
+    }
 }

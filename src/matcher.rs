@@ -323,13 +323,44 @@ fn describe_count(count: &PodCount) -> String {
     format!("{what} of {}", count.scope).replace("of pods of", "of")
 }
 
+/// The type the spec gives each job event (EV1–EV4); other events' types are not checked.
+pub fn event_type(reason: Term) -> Option<&'static str> {
+    match reason {
+        Term::JobCompleted => Some("Normal"),
+        Term::JobFailed | Term::GangRestartTriggered | Term::RestartBudgetExhaustedEvent => {
+            Some("Warning")
+        }
+        _ => None,
+    }
+}
+
+/// Whether `text` contains `word` with no letter or digit on either side.
+fn mentions(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        let boundary = |c: Option<char>| c.is_none_or(|c| !c.is_ascii_alphanumeric());
+        boundary(before) && boundary(after)
+    })
+}
+
 fn event_count(exp: &EventExpectation, events: &[Value], vocab: &Vocabulary) -> u64 {
     let Some(reason) = vocab.name(exp.reason) else {
         return 0;
     };
+    let type_ = event_type(exp.reason);
     events
         .iter()
         .filter(|e| e.get("reason").and_then(Value::as_str) == Some(reason))
+        .filter(|e| type_.is_none_or(|t| e.get("type").and_then(Value::as_str) == Some(t)))
+        .filter(|e| {
+            let message = e
+                .get("message")
+                .or_else(|| e.get("note"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            exp.mentions.iter().all(|w| mentions(message, w))
+        })
         .filter(|e| {
             let involved = e.get("involvedObject").or_else(|| e.get("regarding"));
             let kind_ok = exp.kind.is_none_or(|k| {
@@ -352,11 +383,17 @@ fn event_count(exp: &EventExpectation, events: &[Value], vocab: &Vocabulary) -> 
 
 fn describe_event(exp: &EventExpectation) -> String {
     let mut s = exp.reason.catalog_name().to_owned();
+    if let Some(t) = event_type(exp.reason) {
+        s.push_str(&format!(" ({t})"));
+    }
     if let Some(k) = exp.kind {
         s.push_str(&format!(" on {k}"));
     }
     if let Some(n) = &exp.name {
         s.push_str(&format!(" {n}"));
+    }
+    if !exp.mentions.is_empty() {
+        s.push_str(&format!(" mentioning {}", exp.mentions.join(", ")));
     }
     s
 }
@@ -444,8 +481,11 @@ pub fn match_object(
             .map(Vec::len)
         && let Some(have) = have_status.as_object_mut()
     {
-        // R3: a missing entry reads as 0.
-        let counts = have.entry(field).or_insert_with(|| json!([]));
+        // R3: a missing entry reads as 0, and so does a missing (or null) list.
+        let counts = have.entry(field).or_insert(Value::Null);
+        if counts.is_null() {
+            *counts = json!([]);
+        }
         if let Some(list) = counts.as_array_mut() {
             while list.len() < want_len {
                 list.push(json!(0));
@@ -479,6 +519,13 @@ pub fn match_object(
             ConditionMatch::Absent => (
                 json!({"type": type_name, "status": "<absent>"}),
                 present.is_none(),
+            ),
+            ConditionMatch::NotTrue => (
+                json!({"type": type_name, "status": "<not True>"}),
+                present
+                    .and_then(|p| p.get("status"))
+                    .and_then(Value::as_str)
+                    != Some("True"),
             ),
             ConditionMatch::Status { status, reason } => {
                 let mut want = json!({"type": type_name, "status": status.as_str()});
@@ -538,7 +585,9 @@ pub fn match_object(
                     ok &= have_phase == Some(p);
                     wants.push(p.to_owned());
                 }
-                ConditionMatch::Status { .. } | ConditionMatch::Absent => {
+                ConditionMatch::Status { .. }
+                | ConditionMatch::Absent
+                | ConditionMatch::NotTrue => {
                     ok &= have_phase != Some(p);
                     wants.push(format!("not {p}"));
                 }
@@ -708,31 +757,30 @@ pub fn evaluate(
     }
 }
 
-/// Whether a rejection message names `field` (default-revision path, translated first).
-///
-/// Servers word field paths differently (`spec.template.cliques[1].spec...` from CEL,
-/// `spec.template.cliques[worker]...` from webhooks), so the check is lenient: the message
-/// must contain the field's last segment (without index) as a whole word.
+/// Whether a rejection's `message` names `field` (default-revision spelling, translated): it
+/// must contain a field path that is the whole of `field`, or a suffix of it of at least two
+/// segments (`failure.maxRestarts`, `podSpec.restartPolicy`), as validation messages name a
+/// field relative to the object they validate. One word (`replicas`) is not enough, and a path
+/// naming another field (`spec.template.cliques[0].spec.replicas` for `spec.replicas`) does not
+/// count.
 pub fn message_names_field(message: &str, field: &str, vocab: &Vocabulary) -> bool {
     let field = vocab
         .translate_field_path(field)
         .unwrap_or_else(|| field.to_owned());
-    let last = field
-        .rsplit('.')
-        .next()
-        .unwrap_or(&field)
-        .split('[')
-        .next()
-        .unwrap_or_default();
-    if last.is_empty() {
-        return false;
-    }
-    message.match_indices(last).any(|(at, _)| {
-        let before = message[..at].chars().next_back();
-        let after = message[at + last.len()..].chars().next();
-        let boundary = |c: Option<char>| c.is_none_or(|c| !c.is_ascii_alphanumeric());
-        boundary(before) && boundary(after)
-    })
+    let segments = field.split('.').count();
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']');
+    message
+        .split(|c: char| !is_path_char(c))
+        .map(|token| token.trim_matches('.'))
+        .filter(|token| !token.is_empty())
+        .any(|token| {
+            token == field
+                || (segments > 1
+                    && token.split('.').count() >= 2
+                    && field
+                        .strip_suffix(token)
+                        .is_some_and(|head| head.ends_with('.')))
+        })
 }
 
 #[cfg(test)]
@@ -780,9 +828,48 @@ mod tests {
         assert!(!message_names_field("successful", "x.success", &v));
         let text = Vocabulary::new(crate::vocab::Revision::Grep0285Text202608);
         assert!(message_names_field(
-            "completedNames: Required",
+            "success.completedNames: Required",
             "spec.policy.completion.success.targetNames",
             &text
+        ));
+    }
+
+    #[test]
+    fn a_field_is_named_by_its_path_or_a_suffix_of_two_segments() {
+        let v = Vocabulary::default();
+        let field = "spec.template.cliques[0].spec.policy.completion.failure.maxRestarts";
+        let webhook = "admission webhook denied the request: spec.template.cliques[0].spec.policy.completion.failure.maxRestarts: Invalid value: 2";
+        assert!(message_names_field(webhook, field, &v));
+        assert!(message_names_field(
+            "failure.maxRestarts: must be 0",
+            field,
+            &v
+        ));
+        assert!(
+            !message_names_field("maxRestarts: must be 0", field, &v),
+            "one word"
+        );
+        assert!(
+            !message_names_field("policy.completion: invalid", field, &v),
+            "not a suffix"
+        );
+        assert!(
+            !message_names_field(
+                "spec.template.cliques[0].spec.replicas: immutable",
+                "spec.replicas",
+                &v
+            ),
+            "another field's path"
+        );
+        assert!(message_names_field(
+            "spec.replicas: field is immutable",
+            "spec.replicas",
+            &v
+        ));
+        assert!(!message_names_field(
+            "replicas is immutable",
+            "spec.replicas",
+            &v
         ));
     }
 }

@@ -488,3 +488,66 @@ fn the_clause_table_matches_the_spec_when_available() {
         spec.display()
     );
 }
+
+#[test]
+fn not_true_vanishing_pods_and_event_mentions_parse() {
+    let text = r#"
+name: forms
+summary: The spec-exact forms.
+clauses: [E3, EV3]
+profile: core
+fixture: all-ranks
+steps:
+  - apply: all-ranks
+  - evict: {pod: job-0-worker/1, terminal-phase: false}
+  - delete: {pod: job-0-worker/2, terminal-phase: false}
+  - preempt: {pod: job-0-worker/3}
+  - expect:
+      within: 5s
+      objects:
+        - {kind: PodClique, name: job-0-worker, conditions: {Failed: "True", Completed: not-true}}
+      events:
+        - {reason: GangRestartTriggered, kind: PodCliqueSet, name: job, count: 1, mentions: ["0", worker]}
+"#;
+    let case =
+        catalog::parse_case_with_fixtures(Path::new("cases/x/forms.yaml"), text, &fixtures())
+            .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
+    let silent: Vec<bool> = case.steps[1..4]
+        .iter()
+        .map(|s| match &s.kind {
+            StepKind::Pods(p) => p.without_terminal_phase,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(silent, [true, true, false]);
+    let StepKind::Expect(e) = &case.steps[4].kind else {
+        panic!("expected an expectation");
+    };
+    let ObjectState::Present { conditions, .. } = &e.objects[0].state else {
+        panic!("present")
+    };
+    assert_eq!(conditions[1].expect, ConditionMatch::NotTrue);
+    assert_eq!(e.events[0].mentions, ["0", "worker"]);
+
+    let bad = r#"
+name: bad-forms
+summary: Misused forms.
+clauses: [E3]
+profile: core
+fixture: all-ranks
+steps:
+  - force-delete: {pod: job-0-worker/2, terminal-phase: false}
+  - exit: {pod: job-0-worker/2, code: 1, terminal-phase: false}
+  - expect:
+      within: 5s
+      events:
+        - {reason: JobFailed, mentions: ["two words"]}
+"#;
+    let d = diagnostics("bad-forms", bad).join("\n");
+    assert!(
+        d.contains("8:") && d.contains("graceful delete of pods only"),
+        "{d}"
+    );
+    assert!(d.contains("9:") && d.contains("terminal-phase"), "{d}");
+    assert!(d.contains("`two words` is not one word"), "{d}");
+}

@@ -52,7 +52,7 @@ fn snapshot() -> Snapshot {
     }
     s.insert(pod("job-0-worker", 8, "Running", true));
     s.insert(json!({"kind": "Event", "metadata": {"name": "e1", "uid": "e1"}, "reason": "JobCompleted", "count": 2,
-        "involvedObject": {"kind": "PodCliqueSet", "name": "job"}}));
+        "type": "Normal", "involvedObject": {"kind": "PodCliqueSet", "name": "job"}}));
     s
 }
 
@@ -126,7 +126,7 @@ fn a_failing_expectation_names_each_failure_and_diffs_only_what_was_asked() {
             "PodCliqueSet job: condition Failed is False",
             "active pods of PodClique job-0-worker: expected 8, observed 0",
             "old: expected new uid, observed same uid",
-            "event GangRestartTriggered on PodCliqueSet job: expected \"at least 1\", observed 0",
+            "event GangRestartTriggered (Warning) on PodCliqueSet job: expected \"at least 1\", observed 0",
         ]
     );
     let d = ev.diff();
@@ -192,4 +192,80 @@ fn diffs_render_plain_and_colour() {
     assert!(plain.contains("+  - status: {+'False'+}"), "{plain}");
     let colour = diff::diff_values(&a, &b, Style::Color);
     assert!(colour.contains("\u{1b}[31m"), "{colour:?}");
+}
+
+#[test]
+fn not_true_accepts_false_and_absence_but_never_true() {
+    let e = expectation(
+        r#"      within: 10s
+      objects:
+        - {kind: PodCliqueSet, name: job, conditions: {Failed: not-true, MinAvailableBreached: not-true}}
+"#,
+    );
+    let (old, now) = uids("pclq-1", Some("pclq-2"));
+    let vocab = Vocabulary::default();
+    let ev = matcher::evaluate(&e, &snapshot(), &old, &now, &vocab);
+    assert!(ev.ok, "False and absent are not True: {:?}", ev.failures);
+    let e = expectation(
+        r#"      within: 10s
+      objects:
+        - {kind: PodCliqueSet, name: job, conditions: {Completed: not-true}}
+"#,
+    );
+    let ev = matcher::evaluate(&e, &snapshot(), &old, &now, &vocab);
+    assert_eq!(
+        ev.failures,
+        ["PodCliqueSet job: condition Completed is True"]
+    );
+}
+
+#[test]
+fn null_restart_counts_read_as_zeros() {
+    let e = expectation(
+        r#"      within: 10s
+      objects:
+        - {kind: PodCliqueScalingGroup, name: job-0-trainer, status: {replicaRestartCounts: [0, 0]}}
+"#,
+    );
+    let (old, now) = uids("pclq-1", Some("pclq-2"));
+    for counts in [json!(null), json!([]), json!([0])] {
+        let mut s = snapshot();
+        s.insert(json!({"kind": "PodCliqueScalingGroup", "metadata": {"name": "job-0-trainer", "uid": "g"},
+            "status": {"replicaRestartCounts": counts}}));
+        let ev = matcher::evaluate(&e, &s, &old, &now, &Vocabulary::default());
+        assert!(ev.ok, "{counts}: {:?}", ev.failures);
+    }
+}
+
+#[test]
+fn job_events_count_only_with_the_spec_type_and_the_words_asked_for() {
+    let e = expectation(
+        r#"      within: 10s
+      events:
+        - {reason: GangRestartTriggered, kind: PodCliqueSet, name: job, count: 1, mentions: ["1", worker]}
+"#,
+    );
+    let (old, now) = uids("pclq-1", Some("pclq-2"));
+    let judge = |type_: &str, message: &str| {
+        let mut s = snapshot();
+        s.insert(json!({"kind": "Event", "metadata": {"name": "e2", "uid": "e2"}, "reason": "GangRestartTriggered",
+            "type": type_, "message": message, "involvedObject": {"kind": "PodCliqueSet", "name": "job"}}));
+        matcher::evaluate(&e, &s, &old, &now, &Vocabulary::default()).ok
+    };
+    assert!(judge(
+        "Warning",
+        "restarting replica 1 after job-1-worker failed"
+    ));
+    assert!(
+        !judge("Normal", "restarting replica 1 after job-1-worker failed"),
+        "EV3 is a Warning"
+    );
+    assert!(
+        !judge("Warning", "restarting replica 10 after worker failed"),
+        "no replica 1"
+    );
+    assert!(
+        !judge("Warning", "restarting replica 1 after workers failed"),
+        "no child worker"
+    );
 }

@@ -362,6 +362,10 @@ pub struct PodStep {
     pub selector: PodSelector,
     /// What happens to them.
     pub action: PodAction,
+    /// `terminal-phase: false` on a graceful `evict`, `preempt` or `delete`: the kubelet
+    /// removes the pod without ever writing a terminal phase (a kubelet that is gone, or a
+    /// watch that coalesced the update), so only the pod's absence tells it ended (E3).
+    pub without_terminal_phase: bool,
 }
 
 /// What the harness does to the implementation under test.
@@ -522,11 +526,14 @@ pub struct ConditionExpectation {
     pub expect: ConditionMatch,
 }
 
-/// `absent`, or a status with an optional reason.
+/// `absent`, `not-true`, or a status with an optional reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConditionMatch {
     /// No condition of that type.
     Absent,
+    /// No condition of that type with status True: absent, False or Unknown all match. What a
+    /// case says where the spec only forbids True.
+    NotTrue,
     /// Present with this status (and reason, when given).
     Status {
         /// Status.
@@ -614,4 +621,7 @@ pub struct EventExpectation {
     pub name: Option<String>,
     /// Exact number of occurrences (summing Event `count`); `None`: at least one.
     pub count: Option<u32>,
+    /// Words the event's message must contain, each as a whole word (EV3: the replica index
+    /// and the failed child).
+    pub mentions: Vec<String>,
 }

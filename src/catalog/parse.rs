@@ -874,9 +874,11 @@ impl<'a> Cx<'a> {
         let allowed: &[&str] = match key {
             "exit" => &["pod", "clique", "pcs", "code"],
             "lose-node" => &["pod", "mode"],
+            "evict" | "preempt" => &["pod", "clique", "pcs", "terminal-phase"],
             _ => &["pod", "clique", "pcs"],
         };
         let f = self.fields(node, path, allowed)?;
+        let without_terminal_phase = self.without_terminal_phase(&f)?;
         let selector = self.pod_selector(&f, key != "lose-node");
         let action = match key {
             "exit" => {
@@ -919,17 +921,43 @@ impl<'a> Cx<'a> {
         Some(PodStep {
             selector: selector?,
             action,
+            without_terminal_phase,
         })
+    }
+
+    /// `terminal-phase: false` (the only value besides the default `true`).
+    fn without_terminal_phase(&mut self, f: &Fields) -> Option<bool> {
+        let Some(n) = f.get("terminal-phase") else {
+            return Some(false);
+        };
+        Some(!self.boolean(n, &f.child("terminal-phase"))?)
     }
 
     fn delete(&mut self, node: &Node, path: &str, force: bool) -> Option<StepKind> {
         let f = self.fields(
             node,
             path,
-            &["kind", "name", "fixture", "pod", "clique", "pcs"],
+            &[
+                "kind",
+                "name",
+                "fixture",
+                "pod",
+                "clique",
+                "pcs",
+                "terminal-phase",
+            ],
         )?;
         let is_pod = ["pod", "clique", "pcs"].iter().any(|k| f.has(k));
+        if f.has("terminal-phase") && (force || !is_pod) {
+            self.error(
+                f.pos,
+                &f.child("terminal-phase"),
+                "`terminal-phase` applies to a graceful delete of pods only",
+            );
+            return None;
+        }
         if is_pod {
+            let without_terminal_phase = self.without_terminal_phase(&f)?;
             if ["kind", "name", "fixture"].iter().any(|k| f.has(k)) {
                 self.error(
                     f.pos,
@@ -946,6 +974,7 @@ impl<'a> Cx<'a> {
                 } else {
                     PodAction::Delete
                 },
+                without_terminal_phase,
             }));
         }
         let target = self.target(&f)?;
@@ -1377,6 +1406,8 @@ impl<'a> Cx<'a> {
             self.note_condition(kind, condition);
             let expect = if v.as_str() == Some("absent") {
                 Some(ConditionMatch::Absent)
+            } else if v.as_str() == Some("not-true") {
+                Some(ConditionMatch::NotTrue)
             } else if let NodeValue::Map(_) = &v.value {
                 let Some(cf) = self.fields(v, &p, &["status", "reason"]) else {
                     continue;
@@ -1490,7 +1521,7 @@ impl<'a> Cx<'a> {
     }
 
     fn event_expectation(&mut self, node: &Node, path: &str) -> Option<EventExpectation> {
-        let f = self.fields(node, path, &["reason", "kind", "name", "count"])?;
+        let f = self.fields(node, path, &["reason", "kind", "name", "count", "mentions"])?;
         let reason = self
             .required(&f, "reason")
             .and_then(|n| self.term(n, &f.child("reason"), Category::EventReason));
@@ -1509,6 +1540,10 @@ impl<'a> Cx<'a> {
             Some(n) => Some(self.unsigned(n, &f.child("count"))?),
             None => None,
         };
+        let mentions = match f.get("mentions") {
+            Some(n) => self.words(n, &f.child("mentions"))?,
+            None => Vec::new(),
+        };
         let reason = reason?;
         self.terms.insert(reason);
         if matches!(kind, Some(Kind::PodCliqueScalingGroup | Kind::PodCliqueSet))
@@ -1521,6 +1556,34 @@ impl<'a> Cx<'a> {
             kind,
             name,
             count,
+            mentions,
         })
+    }
+
+    /// A list of words: scalars, each a single word (no spaces).
+    fn words(&mut self, node: &Node, path: &str) -> Option<Vec<String>> {
+        let items = self.seq(node, path)?;
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let p = format!("{path}[{i}]");
+            let word = match item.to_json() {
+                Value::String(s) => s,
+                Value::Number(n) => n.to_string(),
+                _ => {
+                    self.error(
+                        item.pos,
+                        &p,
+                        format!("expected a word, found {}", item.describe()),
+                    );
+                    continue;
+                }
+            };
+            if word.is_empty() || word.chars().any(|c| !c.is_ascii_alphanumeric() && c != '-') {
+                self.error(item.pos, &p, format!("`{word}` is not one word"));
+                continue;
+            }
+            out.push(word);
+        }
+        Some(out)
     }
 }

@@ -144,6 +144,8 @@ struct State {
     nodes: Vec<NodeState>,
     pods: HashMap<String, PodRecord>,
     unscheduled: BTreeMap<String, (String, String)>,
+    /// Pods (by uid) whose graceful deletion ends without a terminal phase.
+    silent: HashSet<String>,
 }
 
 struct Inner {
@@ -467,6 +469,18 @@ impl Fleet {
         );
         patch_pod_status(&self.inner, &pod, &patch).await?;
         delete_pod(&self.inner.client, &pod, None).await
+    }
+
+    /// From now on, a graceful deletion of the pod `namespace/name` removes it without writing
+    /// a terminal phase: as with a kubelet that is gone, or a watch that coalesced the update,
+    /// only its absence tells that it ended.
+    pub async fn omit_terminal_phase(&self, namespace: &str, name: &str) -> Result<(), FleetError> {
+        let pod = self.get(namespace, name).await?;
+        self.inner
+            .lock()
+            .silent
+            .insert(pod.uid().unwrap_or_default());
+        Ok(())
     }
 
     /// Deletes a pod gracefully (its own grace period).
@@ -1147,7 +1161,8 @@ async fn terminate(inner: Arc<Inner>, pod: Pod) {
     let Some((placement, restarts, started_at)) = placement else {
         return;
     };
-    if !is_terminal(&pod) {
+    let silent = inner.lock().silent.remove(&pod.uid().unwrap_or_default());
+    if !is_terminal(&pod) && !silent {
         let mut patch = status::status_patch(
             &pod,
             &placement,

@@ -152,6 +152,12 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
                     p.action.keyword()
                 ));
             }
+            StepKind::Pods(p) if ctx.fleet.is_none() && p.without_terminal_phase => {
+                return Some(format!(
+                    "`{}` with `terminal-phase: false` needs the embedded target's simulated kubelet (a real kubelet writes the terminal phase)",
+                    p.action.keyword()
+                ));
+            }
             _ => {}
         }
     }
@@ -408,6 +414,9 @@ fn describe(kind: &StepKind) -> String {
         StepKind::Update(u) => format!("update {}", target_name(&u.target)),
         StepKind::Delete(d) => format!("{} {}", kind.keyword(), target_name(&d.target)),
         StepKind::Reject(_) => "reject".into(),
+        StepKind::Pods(p) if p.without_terminal_phase => {
+            format!("{} {} (no terminal phase)", p.action.keyword(), p.selector)
+        }
         StepKind::Pods(p) => format!("{} {}", p.action.keyword(), p.selector),
         StepKind::Controller(c) => format!("controller {:?}", c.action).to_lowercase(),
         StepKind::Remember(r) => format!("remember {}", r.label),
@@ -814,6 +823,9 @@ impl Ctx<'_> {
             }
             action => {
                 for name in &names {
+                    if step.without_terminal_phase {
+                        fleet.omit_terminal_phase(&ns, name).await.map_err(failed)?;
+                    }
                     match action {
                         PodAction::Exit(code) => fleet.exit(&ns, name, code).await,
                         PodAction::Unready => fleet.set_ready(&ns, name, false).await,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use grove_conformance::embedded::{self, EmbeddedCluster, Shared};
 use grove_conformance::kubelet::{NodeLoss, Taint};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -263,53 +263,161 @@ fn an_eviction_removes_a_running_pod_with_disruption_target() {
     });
 }
 
+/// Watches pod `name` from now until it is deleted, recording each phase seen
+/// (`deleted:<phase>` last). Returns once the watch is established.
+async fn phases_until_deleted(pods: &Api<Pod>, name: &str) -> tokio::task::JoinHandle<Vec<String>> {
+    let stream = watcher(
+        pods.clone(),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let collect = tokio::spawn(async move {
+        let mut phases = Vec::new();
+        let mut stream = stream.boxed();
+        let mut listed = Some(tx);
+        while let Some(Ok(event)) = stream.next().await {
+            match event {
+                // Established only once the first listing is in: a delete before that
+                // would never be seen.
+                watcher::Event::InitDone => {
+                    if let Some(tx) = listed.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
+                    phases.push(phase(&p).unwrap_or("").to_string())
+                }
+                watcher::Event::Delete(p) => {
+                    phases.push(format!("deleted:{}", phase(&p).unwrap_or("")));
+                    break;
+                }
+                _ => {}
+            }
+        }
+        phases
+    });
+    rx.await.unwrap();
+    collect
+}
+
+/// Waits for pod `name` (`uid`) to be deleted and checks that no terminal phase was ever
+/// visible on the way.
+async fn assert_gone_without_terminal_phase(
+    pods: Api<Pod>,
+    name: &str,
+    uid: &str,
+    collect: tokio::task::JoinHandle<Vec<String>>,
+) {
+    tokio::time::timeout(
+        WAIT,
+        await_condition(pods, name, conditions::is_deleted(uid)),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let phases = tokio::time::timeout(WAIT, collect).await.unwrap().unwrap();
+    assert!(!phases.is_empty());
+    assert!(
+        phases
+            .iter()
+            .all(|p| !p.ends_with("Failed") && !p.ends_with("Succeeded")),
+        "a terminal phase was visible: {phases:?}"
+    );
+    assert_eq!(phases.last().map(String::as_str), Some("deleted:Running"));
+}
+
 #[test]
 fn a_force_delete_shows_no_terminal_phase() {
     with_cluster("force", |client, cluster, ns| async move {
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let running = create_running(&client, &ns, "gone", "Never").await;
         let uid = running.uid().unwrap();
-        let stream = watcher(
-            pods.clone(),
-            watcher::Config::default().fields("metadata.name=gone"),
-        );
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let collect = tokio::spawn(async move {
-            let mut phases = Vec::new();
-            let mut stream = stream.boxed();
-            let _ = tx.send(());
-            while let Some(Ok(event)) = stream.next().await {
-                match event {
-                    watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
-                        phases.push(phase(&p).unwrap_or("").to_string())
-                    }
-                    watcher::Event::Delete(p) => {
-                        phases.push(format!("deleted:{}", phase(&p).unwrap_or("")));
-                        break;
-                    }
-                    _ => {}
-                }
-            }
-            phases
-        });
-        rx.await.unwrap();
+        let collect = phases_until_deleted(&pods, "gone").await;
         cluster.fleet.force_delete(&ns, "gone").await.unwrap();
+        assert_gone_without_terminal_phase(pods, "gone", &uid, collect).await;
+    });
+}
+
+#[test]
+fn a_graceful_delete_can_end_without_a_terminal_phase() {
+    with_cluster("silent", |client, cluster, ns| async move {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let running = create_running(&client, &ns, "quiet", "Never").await;
+        let uid = running.uid().unwrap();
+        let collect = phases_until_deleted(&pods, "quiet").await;
+        cluster
+            .fleet
+            .omit_terminal_phase(&ns, "quiet")
+            .await
+            .unwrap();
+        cluster.fleet.evict(&ns, "quiet").await.unwrap();
+        assert_gone_without_terminal_phase(pods, "quiet", &uid, collect).await;
+    });
+}
+
+#[test]
+fn service_accounts_get_token_secrets_and_the_root_ca() {
+    with_cluster("sa", |client, _cluster, ns| async move {
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+        // The serviceaccount controller makes `default`; root-ca-cert-publisher the CA bundle.
         tokio::time::timeout(
             WAIT,
-            await_condition(pods, "gone", conditions::is_deleted(&uid)),
+            await_condition(
+                accounts.clone(),
+                "default",
+                |sa: Option<&ServiceAccount>| sa.is_some(),
+            ),
         )
         .await
+        .expect("the default service account appears")
+        .unwrap();
+        let ca = tokio::time::timeout(
+            WAIT,
+            await_condition(maps, "kube-root-ca.crt", |cm: Option<&ConfigMap>| {
+                cm.is_some()
+            }),
+        )
+        .await
+        .expect("kube-root-ca.crt is published")
         .unwrap()
         .unwrap();
-        let phases = tokio::time::timeout(WAIT, collect).await.unwrap().unwrap();
-        assert!(!phases.is_empty());
-        assert!(
-            phases
-                .iter()
-                .all(|p| !p.ends_with("Failed") && !p.ends_with("Succeeded")),
-            "a terminal phase was visible: {phases:?}"
-        );
-        assert_eq!(phases.last().map(String::as_str), Some("deleted:Running"));
+        let bundle = ca
+            .data
+            .unwrap_or_default()
+            .remove("ca.crt")
+            .unwrap_or_default();
+        assert!(bundle.contains("BEGIN CERTIFICATE"), "{bundle}");
+
+        let sa: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
+        accounts.create(&PostParams::default(), &sa).await.unwrap();
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "robot-token",
+                "annotations": {"kubernetes.io/service-account.name": "robot"}},
+            "type": "kubernetes.io/service-account-token"
+        }))
+        .unwrap();
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+        let filled = tokio::time::timeout(
+            WAIT,
+            await_condition(secrets, "robot-token", |s: Option<&Secret>| {
+                s.and_then(|s| s.data.as_ref())
+                    .is_some_and(|d| d.get("token").is_some_and(|t| !t.0.is_empty()))
+            }),
+        )
+        .await
+        .expect("the token controller fills the Secret")
+        .unwrap()
+        .unwrap();
+        let data = filled.data.unwrap();
+        let token = String::from_utf8(data["token"].0.clone()).unwrap();
+        assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+        assert!(data.contains_key("ca.crt"));
     });
 }
 
@@ -353,44 +461,13 @@ fn a_lost_node_takes_its_pods_without_a_terminal_phase() {
             Some(node.as_str())
         );
         let uid = running.uid().unwrap();
-        let stream = watcher(
-            pods.clone(),
-            watcher::Config::default().fields("metadata.name=stranded"),
-        );
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let collect = tokio::spawn(async move {
-            let mut phases = Vec::new();
-            let mut stream = stream.boxed();
-            let _ = tx.send(());
-            while let Some(Ok(event)) = stream.next().await {
-                match event {
-                    watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
-                        phases.push(phase(&p).unwrap_or("").to_string())
-                    }
-                    watcher::Event::Delete(_) => break,
-                    _ => {}
-                }
-            }
-            phases
-        });
-        rx.await.unwrap();
+        let collect = phases_until_deleted(&pods, "stranded").await;
         cluster
             .fleet
             .lose_node(&node, NodeLoss::Vanish)
             .await
             .unwrap();
-        tokio::time::timeout(
-            WAIT,
-            await_condition(pods.clone(), "stranded", conditions::is_deleted(&uid)),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        let phases = tokio::time::timeout(WAIT, collect).await.unwrap().unwrap();
-        assert!(
-            phases.iter().all(|p| p == "Running"),
-            "a terminal phase was visible: {phases:?}"
-        );
+        assert_gone_without_terminal_phase(pods.clone(), "stranded", &uid, collect).await;
         // The node is NotReady, and the same pod again is not bound to it.
         let mut again = stranded.clone();
         again.metadata.name = Some("stranded-again".into());

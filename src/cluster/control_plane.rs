@@ -20,8 +20,18 @@ use super::fsutil::{free_port, write_private};
 use super::process::{self, Supervised};
 use super::provision::{Binaries, Component};
 
-/// The controllers the embedded controller manager runs by default.
-pub const DEFAULT_CONTROLLERS: &[&str] = &["garbagecollector", "namespace", "podgc"];
+/// The controllers the embedded controller manager runs by default: ownerReference cascades,
+/// namespace deletion and pod GC as on a real cluster, and what production operators rely on
+/// at start: service accounts, their token Secrets (filled with a token signed by the
+/// apiserver's service-account key) and the `kube-root-ca.crt` ConfigMap in every namespace.
+pub const DEFAULT_CONTROLLERS: &[&str] = &[
+    "garbagecollector",
+    "namespace",
+    "podgc",
+    "serviceaccount",
+    "serviceaccount-token",
+    "root-ca-cert-publisher",
+];
 
 /// How to start the control plane.
 #[derive(Debug, Clone)]
@@ -234,6 +244,11 @@ impl ControlPlane {
             format!("--cert-dir={}", data_dir.join("kcm-certs").display()),
             "--concurrent-gc-syncs=10".into(),
             "--concurrent-namespace-syncs=5".into(),
+            format!(
+                "--service-account-private-key-file={}",
+                cert_paths.sa_private.display()
+            ),
+            format!("--root-ca-file={}", cert_paths.serving_ca.display()),
             "--v=1".into(),
         ]);
         let kcm_log = log_dir.join("kube-controller-manager.log");

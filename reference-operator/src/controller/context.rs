@@ -291,11 +291,13 @@ impl Context {
     }
 
     /// Whether the cache does not show yet some pods just created for the PodClique with
-    /// `uid` (`seen`: the indices it shows).
+    /// `uid` (`seen`: the indices it shows). An index the cache has shown is no longer awaited,
+    /// so its pod vanishing later is not mistaken for a create still on its way.
     pub(super) fn awaiting_created(&self, uid: &str, seen: &BTreeSet<u32>) -> bool {
         let mut created = self.created.lock().unwrap_or_else(|e| e.into_inner());
-        let awaiting = created.get(uid).is_some_and(|(at, indices)| {
-            at.elapsed() < CREATED_PATIENCE && indices.iter().any(|i| !seen.contains(i))
+        let awaiting = created.get_mut(uid).is_some_and(|(at, indices)| {
+            indices.retain(|i| !seen.contains(i));
+            at.elapsed() < CREATED_PATIENCE && !indices.is_empty()
         });
         if !awaiting {
             created.remove(uid);

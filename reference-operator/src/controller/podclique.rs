@@ -52,11 +52,14 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
     let lost =
         |d: &PodCliqueDecision| d.outcome == Some(PodCliqueOutcome::Failed(FailureCause::PodLost));
     let cached_lost = lost(&decision);
+    // Also forgets our creates once the cache shows them all, so that a pod vanishing later
+    // is judged at once rather than taken for a create the cache has not shown yet.
+    let seen = cached_view.pods.iter().map(|p| p.index).collect();
+    let awaiting = ctx.awaiting_created(&uid, &seen);
     if decision.create.is_empty() && !cached_lost {
         return act(&ctx, &pclq, &pods, &vanished, decision, Vec::new()).await;
     }
-    let seen = cached_view.pods.iter().map(|p| p.index).collect();
-    if ctx.awaiting_created(&uid, &seen) {
+    if awaiting {
         // Our own creates are not in the cache yet; their watch events will bring us back.
         return Ok(Action::requeue(STALE_RETRY));
     }

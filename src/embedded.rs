@@ -79,15 +79,6 @@ impl EmbeddedCluster {
     pub fn client(&self) -> Client {
         self.control_plane.client()
     }
-
-    /// The handles a run needs.
-    pub fn target(&self) -> crate::runner::TargetHandles {
-        crate::runner::TargetHandles {
-            client: self.client(),
-            kubeconfig: self.control_plane.kubeconfig_path().to_path_buf(),
-            fleet: Some(self.fleet.clone()),
-        }
-    }
 }
 
 async fn wait_nodes_ready(client: &Client, count: usize) -> Result<(), EmbeddedError> {

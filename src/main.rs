@@ -7,13 +7,12 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use grove_conformance::catalog::{self, Profile};
-use grove_conformance::cluster::{ProvisionOptions, process, provision};
+use grove_conformance::cluster::{ProvisionOptions, provision};
 use grove_conformance::embedded::{EmbeddedCluster, EmbeddedOptions, render_error};
 use grove_conformance::kubelet::FleetOptions;
 use grove_conformance::report::{self, ConformanceReport, ProgressLine};
-use grove_conformance::runner::{
-    self, ImplementationSpec, RunSettings, Selection, TargetHandles, target,
-};
+use grove_conformance::runner::admission::{self, AdmissionOptions, Prepared};
+use grove_conformance::runner::{self, ImplementationSpec, RunSettings, Selection, TargetSpec};
 use grove_conformance::vocab::{Revision, Vocabulary};
 
 /// End-to-end conformance suite for Grove job support (GREP-0285).
@@ -58,8 +57,9 @@ struct RunArgs {
     /// The implementation under test.
     #[arg(long, value_enum, default_value_t = ImplementationKind::Reference)]
     implementation: ImplementationKind,
-    /// Run this command as the implementation (with KUBECONFIG set; `{namespace}` and
-    /// `{kubeconfig}` are substituted; with `{namespace}` one instance runs per case).
+    /// Run this command as the implementation (with KUBECONFIG set; `{namespace}`,
+    /// `{kubeconfig}`, `{cert_dir}`, `{webhook_port}` and `{config}` are substituted; with
+    /// `{namespace}` one instance runs per case).
     #[arg(long, conflicts_with = "implementation")]
     implementation_cmd: Option<String>,
     /// Name and version of the implementation for the report (`name@version`).
@@ -90,6 +90,20 @@ struct RunArgs {
     /// Do not install the Grove CRDs (the cluster has them already).
     #[arg(long)]
     no_install_crds: bool,
+    /// Folder of the implementation's own CRDs (YAML), installed instead of the reference
+    /// operator's; the run waits until they are established.
+    #[arg(long, value_name = "DIR")]
+    implementation_crds: Option<PathBuf>,
+    /// File of the implementation's admission webhook configurations: each webhook is pointed
+    /// at https://127.0.0.1:{webhook_port} (same path) and trusts a CA the harness generates;
+    /// the serving certificate is in {cert_dir} (tls.crt, tls.key, ca.crt). The
+    /// implementation is ready once that port accepts connections.
+    #[arg(long, value_name = "FILE", requires = "implementation_cmd")]
+    implementation_webhooks: Option<PathBuf>,
+    /// A configuration file template for the implementation: {cert_dir} and {webhook_port}
+    /// are replaced, and the rendered file's path is {config}.
+    #[arg(long, value_name = "FILE", requires = "implementation_cmd")]
+    implementation_config: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -311,6 +325,115 @@ fn run(args: RunArgs) -> i32 {
         Ok(c) => Arc::new(c),
         Err(code) => return code,
     };
+    let cases = match select(&catalog, &args) {
+        Ok(cases) => cases,
+        Err(code) => return code,
+    };
+    if let Err(e) = std::fs::create_dir_all(&args.out) {
+        eprintln!("error: failed to create {}: {e}", args.out.display());
+        return report::SETUP_FAILED;
+    }
+    // The implementation's own files are read and checked before anything starts.
+    let scratch = match tempfile::Builder::new()
+        .prefix("grove-conformance-run-")
+        .tempdir()
+    {
+        Ok(dir) => dir,
+        Err(e) => {
+            eprintln!("error: failed to create a temporary directory: {e}");
+            return report::SETUP_FAILED;
+        }
+    };
+    let admission = AdmissionOptions {
+        crds: args.implementation_crds.clone(),
+        webhooks: args.implementation_webhooks.clone(),
+        config_template: args.implementation_config.clone(),
+    };
+    let prepared = match admission::prepare(&admission, scratch.path()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {}", render_error(&e));
+            return report::USAGE;
+        }
+    };
+    let implementation = match implementation(&args, &prepared) {
+        Ok(spec) => spec,
+        Err(code) => return code,
+    };
+    let (impl_name, impl_version) = implementation_name(&args, &implementation);
+    let settings = RunSettings {
+        implementation,
+        vocab: Vocabulary::new(args.revision),
+        jobs: args.jobs.unwrap_or_else(runner::default_jobs),
+        keep_namespaces: args.keep_namespaces,
+        log_dir: args.out.join("logs"),
+    };
+    let spec = if let Some(path) = &args.kubeconfig {
+        TargetSpec::Kubeconfig {
+            path: path.clone(),
+            context: args.context.clone(),
+        }
+    } else if args.kind {
+        TargetSpec::Kind {
+            config: args.catalog.join("kind-config/kind.yaml"),
+            keep: args.keep_cluster,
+        }
+    } else {
+        TargetSpec::Embedded
+    };
+    let crds = prepared
+        .crds
+        .clone()
+        .unwrap_or_else(grove_reference_operator::crds);
+    let results = runtime().block_on(async {
+        let mut target = runner::acquire(&spec, crds, !args.no_install_crds)
+            .await
+            .map_err(|e| {
+                eprintln!("error: {}", render_error(&e));
+                report::SETUP_FAILED
+            })?;
+        if let Some(cluster) = target.embedded() {
+            eprintln!("embedded cluster ready in {:.1?}", cluster.start_duration);
+        }
+        let client = target.handles().client.clone();
+        if let Err(e) = admission::install_webhooks(&client, &prepared.webhooks).await {
+            eprintln!("error: {}", render_error(&e));
+            target.mark_failed();
+            return Err(report::SETUP_FAILED);
+        }
+        let interactive = std::io::stderr().is_terminal();
+        let mut progress = ProgressLine::new(std::io::stderr(), interactive);
+        let handles = target.handles().clone();
+        let results =
+            runner::run_cases(&handles, catalog.clone(), cases, &settings, move |event| {
+                let _ = progress.on_event(event);
+            })
+            .await;
+        admission::remove_webhooks(&client, &prepared.webhooks).await;
+        match results {
+            Ok(r) => {
+                if report::exit_code(&r) != report::SUCCESS {
+                    target.mark_failed();
+                }
+                Ok(r)
+            }
+            Err(e) => {
+                eprintln!("error: failed to run the cases: {e}");
+                target.mark_failed();
+                Err(report::SETUP_FAILED)
+            }
+        }
+    });
+    let results = match results {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    write_reports(&args, &results, impl_name, impl_version);
+    report::exit_code(&results)
+}
+
+/// The cases `args` selects; exit code 104 when none.
+fn select(catalog: &catalog::Catalog, args: &RunArgs) -> Result<Vec<catalog::Case>, i32> {
     let selection = Selection {
         filters: args.filter.clone(),
         profile: args.profile.map(|p| match p {
@@ -326,24 +449,42 @@ fn run(args: RunArgs) -> i32 {
         .collect();
     if cases.is_empty() {
         eprintln!("error: the filter selected no case");
-        return report::NO_CASES;
+        return Err(report::NO_CASES);
     }
-    let implementation = match (&args.implementation_cmd, args.implementation) {
-        (Some(template), _) => ImplementationSpec::Command {
+    Ok(cases)
+}
+
+/// The implementation `args` names, with what `prepared` gives it.
+fn implementation(args: &RunArgs, prepared: &Prepared) -> Result<ImplementationSpec, i32> {
+    match (&args.implementation_cmd, args.implementation) {
+        (Some(template), _) => Ok(ImplementationSpec::Command {
             template: template.clone(),
-        },
-        (None, ImplementationKind::External) => ImplementationSpec::External,
-        (None, ImplementationKind::Reference) => {
-            match ImplementationSpec::reference_from_current_exe() {
-                Ok(spec) => spec,
-                Err(e) => {
-                    eprintln!("error: failed to locate this executable: {e}");
-                    return report::SETUP_FAILED;
-                }
-            }
+            placeholders: prepared.placeholders.clone(),
+            ready_port: prepared
+                .serving
+                .as_ref()
+                .filter(|_| !prepared.webhooks.is_empty())
+                .map(|s| s.port),
+            fail_closed: prepared.fail_closed_resources(),
+        }),
+        (None, _) if prepared.serving.is_some() => {
+            eprintln!(
+                "error: --implementation-webhooks and --implementation-config need --implementation-cmd"
+            );
+            Err(report::USAGE)
         }
-    };
-    let (impl_name, impl_version) = match &args.implementation_name {
+        (None, ImplementationKind::External) => Ok(ImplementationSpec::External),
+        (None, ImplementationKind::Reference) => ImplementationSpec::reference_from_current_exe()
+            .map_err(|e| {
+                eprintln!("error: failed to locate this executable: {e}");
+                report::SETUP_FAILED
+            }),
+    }
+}
+
+/// Name and version of the implementation for the report.
+fn implementation_name(args: &RunArgs, implementation: &ImplementationSpec) -> (String, String) {
+    match &args.implementation_name {
         Some(n) => match n.split_once('@') {
             Some((name, version)) => (name.to_string(), version.to_string()),
             None => (n.clone(), "unknown".to_string()),
@@ -355,129 +496,19 @@ fn run(args: RunArgs) -> i32 {
             ),
             _ => (implementation.display_name(), "unknown".to_string()),
         },
-    };
-    if let Err(e) = std::fs::create_dir_all(&args.out) {
-        eprintln!("error: failed to create {}: {e}", args.out.display());
-        return report::SETUP_FAILED;
     }
-    let settings = RunSettings {
-        implementation,
-        vocab: Vocabulary::new(args.revision),
-        jobs: args.jobs.unwrap_or_else(runner::default_jobs),
-        keep_namespaces: args.keep_namespaces,
-        log_dir: args.out.join("logs"),
-    };
-    let rt = runtime();
-    let results = rt.block_on(async {
-        let scratch = process::temp_dir("run").map_err(|e| {
-            eprintln!("error: failed to create a temporary directory: {e}");
-            report::SETUP_FAILED
-        })?;
-        // The target lives until the run ends; dropping it stops the embedded cluster.
-        let mut embedded = None;
-        let mut kind_cluster = None;
-        let target = if let Some(path) = &args.kubeconfig {
-            let (client, kubeconfig) =
-                target::from_kubeconfig(path, args.context.as_deref(), &scratch)
-                    .await
-                    .map_err(|e| {
-                        eprintln!("error: {}", render_error(&e));
-                        report::SETUP_FAILED
-                    })?;
-            TargetHandles {
-                client,
-                kubeconfig,
-                fleet: None,
-            }
-        } else if args.kind {
-            let kubeconfig = scratch.join("kind-kubeconfig");
-            let config = args.catalog.join("kind-config/kind.yaml");
-            eprintln!(
-                "creating kind cluster grove-conformance from {}",
-                config.display()
-            );
-            target::run_kind(target::kind_create_command(
-                "grove-conformance",
-                &config,
-                &kubeconfig,
-            ))
-            .map_err(|e| {
-                eprintln!("error: {}", render_error(&e));
-                report::SETUP_FAILED
-            })?;
-            kind_cluster = Some("grove-conformance");
-            let (client, kubeconfig) = target::from_kubeconfig(&kubeconfig, None, &scratch)
-                .await
-                .map_err(|e| {
-                eprintln!("error: {}", render_error(&e));
-                report::SETUP_FAILED
-            })?;
-            TargetHandles {
-                client,
-                kubeconfig,
-                fleet: None,
-            }
-        } else {
-            eprintln!("starting the embedded cluster");
-            let options = EmbeddedOptions {
-                crds: grove_reference_operator::crds(),
-                ..EmbeddedOptions::default()
-            };
-            let cluster = EmbeddedCluster::start(options).await.map_err(|e| {
-                eprintln!("error: {}", render_error(&e));
-                report::SETUP_FAILED
-            })?;
-            eprintln!("embedded cluster ready in {:.1?}", cluster.start_duration);
-            let handles = cluster.target();
-            embedded = Some(cluster);
-            handles
-        };
-        if !args.no_install_crds && embedded.is_none() {
-            target::install_crds(&target.client, &grove_reference_operator::crds())
-                .await
-                .map_err(|e| {
-                    eprintln!("error: {}", render_error(&e));
-                    report::SETUP_FAILED
-                })?;
-        }
-        let interactive = std::io::stderr().is_terminal();
-        let mut progress = ProgressLine::new(std::io::stderr(), interactive);
-        let results = runner::run_cases(&target, catalog.clone(), cases, &settings, move |event| {
-            let _ = progress.on_event(event);
-        })
-        .await
-        .map_err(|e| {
-            eprintln!("error: failed to run the cases: {e}");
-            report::SETUP_FAILED
-        });
-        if let Some(cluster) = embedded.take() {
-            if results
-                .as_ref()
-                .is_ok_and(|r| report::exit_code(r) != report::SUCCESS)
-            {
-                cluster.control_plane.mark_failed();
-            }
-            drop(cluster);
-        }
-        if let Some(name) = kind_cluster
-            && !args.keep_cluster
-        {
-            let _ = target::run_kind(target::kind_delete_command(name));
-        }
-        results
-    });
-    let results = match results {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    println!("{}", report::summary_table(&results));
+}
+
+/// The summary table, JUnit and the conformance report.
+fn write_reports(args: &RunArgs, results: &report::RunResults, name: String, version: String) {
+    println!("{}", report::summary_table(results));
     let junit_path = args
         .junit
         .clone()
         .unwrap_or_else(|| args.out.join("junit.xml"));
     if let Err(e) = report::write_junit(
         &junit_path,
-        &results,
+        results,
         junit_report::OffsetDateTime::now_utc(),
     ) {
         eprintln!("error: {}", render_error(&e));
@@ -486,13 +517,10 @@ fn run(args: RunArgs) -> i32 {
         .strftime("%Y-%m-%d")
         .to_string();
     let conformance = ConformanceReport::new(
-        report::Implementation {
-            name: impl_name,
-            version: impl_version,
-        },
+        report::Implementation { name, version },
         args.revision,
         &date,
-        &results,
+        results,
     );
     for (file, text) in [
         ("conformance.yaml", conformance.to_yaml()),
@@ -507,5 +535,4 @@ fn run(args: RunArgs) -> i32 {
         junit_path.display(),
         args.out.join("conformance.md").display()
     );
-    report::exit_code(&results)
 }

@@ -2,65 +2,59 @@
 //!
 //! By default the target is the embedded cluster (one per test binary). Set
 //! `GROVE_CONFORMANCE_KUBECONFIG` to a kubeconfig to run against that cluster instead (the
-//! Grove CRDs are installed; pod actions need the simulated kubelet, so those cases report
-//! `skipped: <reason>` on stderr there).
+//! Grove CRDs are installed and no embedded cluster starts; steps that need the simulated
+//! kubelet report `skipped: <reason>` on stderr there).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use grove_conformance::catalog::{self, Catalog};
-use grove_conformance::embedded::{self, Shared};
+use grove_conformance::embedded::render_error;
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::case::{RunContext, needs_exclusive, run_case};
-use grove_conformance::runner::{ImplementationSpec, TargetHandles, target};
+use grove_conformance::runner::{ImplementationSpec, TargetGuard, TargetSpec, acquire};
 use grove_conformance::vocab::{Revision, Vocabulary};
 use rstest::rstest;
 
 struct Env {
-    shared: &'static Shared,
-    target: Result<TargetHandles, String>,
+    runtime: tokio::runtime::Runtime,
+    target: Result<TargetGuard, String>,
     embedded: bool,
     catalog: Arc<Catalog>,
     logs: PathBuf,
 }
 
+/// The target of every case test of this binary, acquired once: the embedded cluster, or the
+/// cluster of `GROVE_CONFORMANCE_KUBECONFIG` (then nothing embedded starts).
 fn env() -> &'static Env {
     static ENV: OnceLock<Env> = OnceLock::new();
     ENV.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let catalog = catalog::load_catalog(root)
             .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
-        let external = std::env::var_os("GROVE_CONFORMANCE_KUBECONFIG").map(PathBuf::from);
-        let shared = embedded::shared(if external.is_some() {
-            Vec::new
-        } else {
-            grove_reference_operator::crds
-        });
-        let logs = root.join("target/grove-conformance-test-logs");
-        let target = match &external {
-            None => shared.cluster().map(|c| c.target()).map_err(str::to_string),
-            Some(path) => shared.block_on(async {
-                let scratch = grove_conformance::cluster::process::temp_dir("test")
-                    .map_err(|e| e.to_string())?;
-                let (client, kubeconfig) = target::from_kubeconfig(path, None, &scratch)
-                    .await
-                    .map_err(|e| embedded::render_error(&e))?;
-                target::install_crds(&client, &grove_reference_operator::crds())
-                    .await
-                    .map_err(|e| embedded::render_error(&e))?;
-                Ok(TargetHandles {
-                    client,
-                    kubeconfig,
-                    fleet: None,
-                })
-            }),
+        let spec = match std::env::var_os("GROVE_CONFORMANCE_KUBECONFIG") {
+            Some(path) => TargetSpec::Kubeconfig {
+                path: PathBuf::from(path),
+                context: None,
+            },
+            None => TargetSpec::Embedded,
         };
+        // A runtime of its own, so clients and the fleet outlive any single test.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("grove-catalog")
+            .build()
+            .expect("failed to build the shared runtime");
+        let target = runtime
+            .block_on(acquire(&spec, grove_reference_operator::crds(), true))
+            .map_err(|e| render_error(&e));
         Env {
-            shared,
+            runtime,
             target,
-            embedded: external.is_none(),
+            embedded: matches!(spec, TargetSpec::Embedded),
             catalog: Arc::new(catalog),
-            logs,
+            logs: root.join("target/grove-conformance-test-logs"),
         }
     })
 }
@@ -76,7 +70,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
     let env = env();
     let target = match &env.target {
-        Ok(t) => t.clone(),
+        Ok(t) => t.handles().clone(),
         Err(reason) => panic!("the target cluster is not available:\n{reason}"),
     };
     let case = env
@@ -100,7 +94,7 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
         _shared = CLUSTER.read().unwrap_or_else(|p| p.into_inner());
     }
     let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
-    let result = env.shared.block_on(async {
+    let result = env.runtime.block_on(async {
         let context = RunContext {
             client: target.client.clone(),
             kubeconfig: target.kubeconfig.clone(),
@@ -121,6 +115,10 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
         Outcome::Skip { reason } if !env.embedded => eprintln!("skipped: {reason}"),
         Outcome::Skip { reason } => panic!(
             "case {} was skipped on the embedded target with the reference operator, where every case must run: {reason}",
+            case.name
+        ),
+        Outcome::NotApplicable { reason } => panic!(
+            "case {} is not applicable in the default revision, which every case must be: {reason}",
             case.name
         ),
         Outcome::Fail(failure) => panic!(

@@ -69,8 +69,19 @@ fn results() -> RunResults {
             "restart-scope",
             &["R7"],
             Profile::Extended,
-            Outcome::Skip {
+            Outcome::NotApplicable {
                 reason: "revision grove-pr-728 has no `grove.io/restart-attempt`".into(),
+            },
+            0,
+        )),
+        RunEvent::CaseFinished(case(
+            "node-loss-fails-clique",
+            "podclique",
+            &["E3"],
+            Profile::Core,
+            Outcome::Skip {
+                reason: "the pod action `lose-node` needs the embedded target's simulated kubelet"
+                    .into(),
             },
             0,
         )),
@@ -148,7 +159,7 @@ fn junit_is_written_to_a_file() {
 fn the_summary_table_lists_every_case() {
     let table = report::summary_table(&results());
     check_golden("summary.txt", &table);
-    assert!(table.ends_with("total time 33.0s\n1 passed, 2 failed, 1 skipped\n"));
+    assert!(table.ends_with("total time 33.0s\n1 passed, 2 failed, 2 skipped\n"));
 }
 
 #[test]
@@ -167,7 +178,15 @@ fn the_conformance_report_aggregates_per_clause_and_profile() {
     assert_eq!(verdict("E8"), "pass");
     assert_eq!(verdict("E10"), "fail");
     assert_eq!(verdict("V1"), "fail");
-    assert_eq!(verdict("R7"), "skip");
+    assert_eq!(
+        verdict("R7"),
+        "n/a",
+        "its only case is not applicable in the revision"
+    );
+    assert_eq!(verdict("E3"), "skip");
+    let core = &r.profiles[0];
+    assert_eq!((core.cases.skip, core.cases.not_applicable), (1, 0));
+    assert_eq!(r.profiles[1].cases.not_applicable, 1);
     assert_eq!(verdict("B1"), "untested");
     check_golden("conformance.yaml", &r.to_yaml());
     check_golden("conformance.md", &r.to_markdown());

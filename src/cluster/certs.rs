@@ -93,26 +93,11 @@ pub fn generate(dir: &Path) -> Result<CertPaths, CertError> {
         sa_private: dir.join("sa.key"),
     };
 
-    let serving_ca_key = KeyPair::generate().map_err(gen_err("serving CA key"))?;
-    let serving_ca =
-        CertifiedIssuer::self_signed(ca_params("grove-conformance serving CA"), serving_ca_key)
-            .map_err(gen_err("serving CA"))?;
-    let mut serving = CertificateParams::new(vec!["localhost".to_string()])
-        .map_err(gen_err("apiserver certificate"))?;
-    serving
-        .subject_alt_names
-        .push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
-    serving.subject_alt_names.push(SanType::IpAddress(
-        std::net::Ipv4Addr::new(10, 0, 0, 1).into(),
-    ));
-    serving
-        .distinguished_name
-        .push(DnType::CommonName, "kube-apiserver");
-    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let serving_key = KeyPair::generate().map_err(gen_err("apiserver key"))?;
-    let serving_cert = serving
-        .signed_by(&serving_key, &serving_ca)
-        .map_err(gen_err("apiserver certificate"))?;
+    let (serving_ca, serving_cert, serving_key) = serving_pair(
+        "grove-conformance serving CA",
+        "kube-apiserver",
+        &[std::net::Ipv4Addr::new(10, 0, 0, 1)],
+    )?;
 
     let client_ca_key = KeyPair::generate().map_err(gen_err("client CA key"))?;
     let client_ca =
@@ -131,17 +116,6 @@ pub fn generate(dir: &Path) -> Result<CertPaths, CertError> {
 
     let sa_key = KeyPair::generate().map_err(gen_err("service-account key"))?;
 
-    let write = |path: &Path, text: &str, private: bool| -> Result<(), CertError> {
-        let result = if private {
-            write_private(path, text.as_bytes())
-        } else {
-            std::fs::write(path, text)
-        };
-        result.map_err(|source| CertError::Write {
-            path: path.to_path_buf(),
-            source,
-        })
-    };
     write(&paths.serving_ca, &serving_ca.pem(), false)?;
     write(&paths.serving_cert, &serving_cert.pem(), false)?;
     write(&paths.serving_key, &serving_key.serialize_pem(), true)?;
@@ -152,6 +126,74 @@ pub fn generate(dir: &Path) -> Result<CertPaths, CertError> {
     write(&paths.sa_private, &sa_key.serialize_pem(), true)?;
 
     Ok(paths)
+}
+
+/// A CA and a serving certificate signed by it, for `localhost`, 127.0.0.1 and `extra_ips`.
+fn serving_pair(
+    ca_name: &str,
+    common_name: &str,
+    extra_ips: &[std::net::Ipv4Addr],
+) -> Result<
+    (
+        CertifiedIssuer<'static, KeyPair>,
+        rcgen::Certificate,
+        KeyPair,
+    ),
+    CertError,
+> {
+    let ca_key = KeyPair::generate().map_err(gen_err("serving CA key"))?;
+    let ca =
+        CertifiedIssuer::self_signed(ca_params(ca_name), ca_key).map_err(gen_err("serving CA"))?;
+    let mut params = CertificateParams::new(vec!["localhost".to_string()])
+        .map_err(gen_err("serving certificate"))?;
+    for ip in std::iter::once(&std::net::Ipv4Addr::LOCALHOST).chain(extra_ips) {
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress((*ip).into()));
+    }
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate().map_err(gen_err("serving key"))?;
+    let cert = params
+        .signed_by(&key, &ca)
+        .map_err(gen_err("serving certificate"))?;
+    Ok((ca, cert, key))
+}
+
+fn write(path: &Path, text: &str, private: bool) -> Result<(), CertError> {
+    let result = if private {
+        write_private(path, text.as_bytes())
+    } else {
+        std::fs::write(path, text)
+    };
+    result.map_err(|source| CertError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// A serving certificate made by [`generate_serving`].
+#[derive(Debug, Clone)]
+pub struct ServingPair {
+    /// PEM of the CA that signed it (what clients must trust).
+    pub ca_pem: String,
+}
+
+/// A CA and a serving certificate for `localhost` and 127.0.0.1 (a webhook server on
+/// loopback), written into `dir` as controller-runtime expects them: `tls.crt`, `tls.key`
+/// (mode 0600) and `ca.crt`.
+pub fn generate_serving(dir: &Path, common_name: &str) -> Result<ServingPair, CertError> {
+    std::fs::create_dir_all(dir).map_err(|source| CertError::Write {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let (ca, cert, key) = serving_pair(&format!("{common_name} CA"), common_name, &[])?;
+    write(&dir.join("tls.crt"), &cert.pem(), false)?;
+    write(&dir.join("tls.key"), &key.serialize_pem(), true)?;
+    write(&dir.join("ca.crt"), &ca.pem(), false)?;
+    Ok(ServingPair { ca_pem: ca.pem() })
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! (garbage collector, namespace controller, pod GC) started locally, their binaries found or
 //! built offline, and every process and temporary file cleaned up with us.
 
-mod certs;
+pub mod certs;
 mod control_plane;
 mod fsutil;
 pub mod process;

@@ -27,6 +27,8 @@ pub struct Tally {
     pub fail: usize,
     /// Skipped.
     pub skip: usize,
+    /// Not applicable in the revision under test.
+    pub not_applicable: usize,
     /// Could not be judged.
     pub error: usize,
 }
@@ -37,10 +39,12 @@ impl Tally {
             Outcome::Pass => self.pass += 1,
             Outcome::Fail(_) => self.fail += 1,
             Outcome::Skip { .. } => self.skip += 1,
+            Outcome::NotApplicable { .. } => self.not_applicable += 1,
             Outcome::Error { .. } => self.error += 1,
         }
     }
 
+    /// Cases that apply in the revision.
     fn total(self) -> usize {
         self.pass + self.fail + self.skip + self.error
     }
@@ -66,7 +70,9 @@ pub struct ClauseVerdict {
     pub title: &'static str,
     /// Its profile.
     pub profile: Profile,
-    /// `pass`, `fail`, `partial` (some passed, the rest skipped), `skip` or `untested`.
+    /// `pass`, `fail`, `partial` (some passed, the rest skipped), `skip`, `n/a` (not
+    /// applicable in the revision: every case citing it checks what the revision does not
+    /// define) or `untested`.
     pub verdict: &'static str,
     /// Outcomes of the cases citing it.
     pub cases: Tally,
@@ -125,13 +131,16 @@ impl ConformanceReport {
                 for r in results.sorted() {
                     if r.clauses.iter().any(|id| id == c.id) {
                         cases.add(&r.outcome);
-                        if !matches!(r.outcome, Outcome::Pass) {
+                        if !matches!(r.outcome, Outcome::Pass | Outcome::NotApplicable { .. }) {
                             not_passed.push(r.case.clone());
                         }
                     }
                 }
+                // Cases not applicable in the revision are left out; a clause all of whose
+                // cases are is `n/a`.
                 // | cases | any fail/error | all pass | some pass | verdict |
                 // |---|---|---|---|---|
+                // | 0, some n/a | - | - | - | n/a |
                 // | 0 | - | - | - | untested |
                 // | >0 | yes | - | - | fail |
                 // | >0 | no | yes | - | pass |
@@ -143,6 +152,7 @@ impl ConformanceReport {
                     cases.pass == cases.total(),
                     cases.pass > 0,
                 ) {
+                    (0, _, _, _) if cases.not_applicable > 0 => "n/a",
                     (0, _, _, _) => "untested",
                     (_, true, _, _) => "fail",
                     (_, false, true, _) => "pass",
@@ -191,12 +201,15 @@ impl ConformanceReport {
         );
         let _ = writeln!(out, "- spec revision: `{}`", self.revision);
         let _ = writeln!(out, "- date: {}\n", self.date);
-        let _ = writeln!(out, "| profile | verdict | pass | fail | skip | error |");
-        let _ = writeln!(out, "|---|---|---|---|---|---|");
+        let _ = writeln!(
+            out,
+            "| profile | verdict | pass | fail | skip | error | not applicable in this revision |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
         for p in &self.profiles {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 p.profile,
                 if p.conformant {
                     "conformant"
@@ -206,7 +219,8 @@ impl ConformanceReport {
                 p.cases.pass,
                 p.cases.fail,
                 p.cases.skip,
-                p.cases.error
+                p.cases.error,
+                p.cases.not_applicable
             );
         }
         let _ = writeln!(

@@ -68,6 +68,9 @@ impl<W: Write> ProgressLine<W> {
                         Outcome::Pass => String::new(),
                         Outcome::Fail(f) => format!(": {}", f.message),
                         Outcome::Skip { reason } => format!(" skipped: {reason}"),
+                        Outcome::NotApplicable { reason } => {
+                            format!(" not applicable in this revision: {reason}")
+                        }
                         Outcome::Error { message } => format!(": {message}"),
                     }
                 );

@@ -12,8 +12,14 @@ pub enum Outcome {
     Pass,
     /// The implementation did not behave as the case requires.
     Fail(Failure),
-    /// The case does not apply (revision, implementation without controller actions ...).
+    /// The case cannot run here (an implementation without controller actions, a target
+    /// without the simulated kubelet ...).
     Skip {
+        /// Why, in one line.
+        reason: String,
+    },
+    /// The spec revision under test does not define what the case checks.
+    NotApplicable {
         /// Why, in one line.
         reason: String,
     },
@@ -25,12 +31,13 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// `pass`, `fail`, `skip` or `error`.
+    /// `pass`, `fail`, `skip`, `n/a` or `error`.
     pub fn label(&self) -> &'static str {
         match self {
             Outcome::Pass => "pass",
             Outcome::Fail(_) => "fail",
             Outcome::Skip { .. } => "skip",
+            Outcome::NotApplicable { .. } => "n/a",
             Outcome::Error { .. } => "error",
         }
     }
@@ -105,14 +112,15 @@ pub struct RunResults {
 }
 
 impl RunResults {
-    /// Counts of (pass, fail, skip, error).
+    /// Counts of (pass, fail, skip, error); a case not applicable in the revision counts as
+    /// skipped.
     pub fn counts(&self) -> (usize, usize, usize, usize) {
         let mut c = (0, 0, 0, 0);
         for r in &self.cases {
             match r.outcome {
                 Outcome::Pass => c.0 += 1,
                 Outcome::Fail(_) => c.1 += 1,
-                Outcome::Skip { .. } => c.2 += 1,
+                Outcome::Skip { .. } | Outcome::NotApplicable { .. } => c.2 += 1,
                 Outcome::Error { .. } => c.3 += 1,
             }
         }

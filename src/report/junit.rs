@@ -59,6 +59,11 @@ fn testcase(r: &CaseResult) -> TestCase {
             tc
         }
         Outcome::Skip { reason } => TestCase::skipped_with_cause(&r.case, "skip", reason),
+        Outcome::NotApplicable { reason } => TestCase::skipped_with_cause(
+            &r.case,
+            "not-applicable",
+            &format!("not applicable in this revision: {reason}"),
+        ),
         Outcome::Error { message } => TestCase::error(&r.case, duration(r), "error", message),
     };
     tc.set_classname(&format!("grove-conformance.{}", r.area));

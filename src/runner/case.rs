@@ -127,12 +127,22 @@ pub fn needs_exclusive(
 
 /// Why a case cannot run here, if it cannot.
 pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
-    if let Applicability::NotApplicable(reason) =
-        ctx.catalog.applicability(case, ctx.vocab.revision())
-    {
-        return Some(reason);
-    }
+    let fail_closed = ctx.implementation.fail_closed();
+    let mut paused = false;
     for step in &case.steps {
+        if paused
+            && let Some(resource) = written_resource(&step.kind)
+            && fail_closed.iter().any(|r| r == resource)
+        {
+            return Some(format!(
+                "the case writes {resource} while the implementation is paused, and the implementation's admission webhooks reject every such write then (failurePolicy: Fail)"
+            ));
+        }
+        if let StepKind::Controller(c) = &step.kind
+            && c.when.is_none()
+        {
+            paused = c.action == ControllerAction::Pause;
+        }
         match &step.kind {
             StepKind::Controller(_) if !ctx.implementation.controllable() => {
                 return Some(
@@ -162,6 +172,27 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
         }
     }
     None
+}
+
+/// The resource (plural, main resource only) a step writes through the API, if any.
+fn written_resource(step: &StepKind) -> Option<&'static str> {
+    let of_target = |target: &Target| match target {
+        Target::Object(o) => o.kind.plural(),
+        Target::Fixture(_) => Kind::PodCliqueSet.plural(),
+    };
+    let of_update = |u: &crate::catalog::Update| {
+        (u.subresource == Subresource::Main).then(|| of_target(&u.target))
+    };
+    match step {
+        StepKind::Apply(_) => Some(Kind::PodCliqueSet.plural()),
+        StepKind::Update(u) => of_update(u),
+        StepKind::Delete(d) => Some(of_target(&d.target)),
+        StepKind::Reject(r) => match &r.request {
+            Request::Apply(_) => Some(Kind::PodCliqueSet.plural()),
+            Request::Update(u) => of_update(u),
+        },
+        _ => None,
+    }
 }
 
 fn namespace_for(case: &str) -> String {
@@ -218,9 +249,11 @@ pub async fn run_case(run: &RunContext, case: &Case) -> CaseResult {
     let _ = run.events.send(RunEvent::CaseStarted {
         case: case.name.clone(),
     });
-    let outcome = match skip_reason(case, run) {
-        Some(reason) => Outcome::Skip { reason },
-        None => {
+    let applicability = run.catalog.applicability(case, run.vocab.revision());
+    let outcome = match (applicability, skip_reason(case, run)) {
+        (Applicability::NotApplicable(reason), _) => Outcome::NotApplicable { reason },
+        (_, Some(reason)) => Outcome::Skip { reason },
+        (_, None) => {
             let timeout = case
                 .timeout
                 .map(|d| d.as_std())
@@ -256,14 +289,19 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
         Observer::start(run.client.clone(), &namespace, run.vocab, run.fleet.clone()).await;
     let log = run.log_dir.join(format!("{}.log", case.name));
     let instance = if run.implementation.per_case() {
-        match Instance::start(&run.implementation, &run.kubeconfig, Some(&namespace), &log) {
-            Ok(i) => Some(Arc::new(AsyncMutex::new(i))),
-            Err(e) => {
-                return Outcome::Error {
-                    message: format!("failed to start the implementation: {e}"),
-                };
-            }
+        let started =
+            match Instance::start(&run.implementation, &run.kubeconfig, Some(&namespace), &log) {
+                Ok(i) => i,
+                Err(e) => {
+                    return Outcome::Error {
+                        message: format!("failed to start the implementation: {e}"),
+                    };
+                }
+            };
+        if let Err(message) = started.ready().await {
+            return Outcome::Error { message };
         }
+        Some(Arc::new(AsyncMutex::new(started)))
     } else {
         run.shared_instance.clone()
     };
@@ -790,9 +828,10 @@ impl Ctx<'_> {
         let Some(fleet) = self.run.fleet.clone() else {
             return self.real_pods(step).await;
         };
+        // A node is lost whatever its pods' phases (a Succeeded pod goes with it too).
         let running = matches!(
             step.action,
-            PodAction::Exit(_) | PodAction::Unready | PodAction::Ready | PodAction::LoseNode(_)
+            PodAction::Exit(_) | PodAction::Unready | PodAction::Ready
         );
         let names = self.selected_pods(&step.selector, running).await?;
         let ns = self.namespace.clone();
@@ -965,9 +1004,13 @@ async fn act(instance: &Arc<AsyncMutex<Instance>>, action: ControllerAction) -> 
     match action {
         ControllerAction::Pause => instance.pause(),
         ControllerAction::Resume => instance.resume(),
-        ControllerAction::Crash => instance
-            .crash_and_restart()
-            .map_err(|e| format!("failed to restart the implementation: {e}"))?,
+        ControllerAction::Crash => {
+            instance
+                .crash_and_restart()
+                .map_err(|e| format!("failed to restart the implementation: {e}"))?;
+            // Its webhooks answer again before the case goes on.
+            instance.ready().await?;
+        }
     }
     Ok(())
 }

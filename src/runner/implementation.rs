@@ -18,18 +18,52 @@ pub enum ImplementationSpec {
         program: PathBuf,
     },
     /// Any command, run through `sh -c` with `KUBECONFIG` set. `{namespace}` and
-    /// `{kubeconfig}` in it are replaced; with `{namespace}` each case gets its own instance,
-    /// without it one instance serves every case and cases that pause or crash the
-    /// implementation run alone.
+    /// `{kubeconfig}` in it are replaced, and so are `placeholders`; with `{namespace}` each
+    /// case gets its own instance, without it one instance serves every case and cases that
+    /// pause or crash the implementation run alone.
     Command {
         /// The command line template.
         template: String,
+        /// Further `{name}` → value replacements (`{cert_dir}`, `{webhook_port}`, `{config}`).
+        placeholders: Vec<(String, String)>,
+        /// A loopback port it serves admission webhooks on: it is ready once that port
+        /// accepts connections (after every start and restart).
+        ready_port: Option<u16>,
+        /// Resources (plural) whose writes its admission webhooks reject while it does not
+        /// answer (`failurePolicy: Fail`).
+        fail_closed: Vec<String>,
     },
     /// Already running (deployed in the cluster); controller actions are unavailable.
     External,
 }
 
 impl ImplementationSpec {
+    /// Any command line, with no further placeholders and no readiness port.
+    pub fn command_line(template: impl Into<String>) -> Self {
+        ImplementationSpec::Command {
+            template: template.into(),
+            placeholders: Vec::new(),
+            ready_port: None,
+            fail_closed: Vec::new(),
+        }
+    }
+
+    /// Resources whose writes fail while the implementation is paused or restarting.
+    pub fn fail_closed(&self) -> &[String] {
+        match self {
+            ImplementationSpec::Command { fail_closed, .. } => fail_closed,
+            _ => &[],
+        }
+    }
+
+    /// The loopback port that tells when an instance is ready, if any.
+    pub fn ready_port(&self) -> Option<u16> {
+        match self {
+            ImplementationSpec::Command { ready_port, .. } => *ready_port,
+            _ => None,
+        }
+    }
+
     /// The reference operator, run from the current executable.
     pub fn reference_from_current_exe() -> std::io::Result<Self> {
         Ok(ImplementationSpec::Reference {
@@ -41,7 +75,7 @@ impl ImplementationSpec {
     pub fn per_case(&self) -> bool {
         match self {
             ImplementationSpec::Reference { .. } => true,
-            ImplementationSpec::Command { template } => template.contains("{namespace}"),
+            ImplementationSpec::Command { template, .. } => template.contains("{namespace}"),
             ImplementationSpec::External => false,
         }
     }
@@ -55,7 +89,7 @@ impl ImplementationSpec {
     pub fn display_name(&self) -> String {
         match self {
             ImplementationSpec::Reference { .. } => "grove-reference-operator".into(),
-            ImplementationSpec::Command { template } => template.clone(),
+            ImplementationSpec::Command { template, .. } => template.clone(),
             ImplementationSpec::External => "external".into(),
         }
     }
@@ -75,8 +109,12 @@ impl ImplementationSpec {
                 command.env("KUBECONFIG", kubeconfig);
                 Some(command)
             }
-            ImplementationSpec::Command { template } => {
-                let line = template
+            ImplementationSpec::Command {
+                template,
+                placeholders,
+                ..
+            } => {
+                let line = super::admission::render(template, placeholders)
                     .replace("{kubeconfig}", &kubeconfig.to_string_lossy())
                     .replace("{namespace}", namespace.unwrap_or(""));
                 let mut command = Command::new("sh");
@@ -88,6 +126,9 @@ impl ImplementationSpec {
         }
     }
 }
+
+/// How long an implementation with a readiness port may take to listen after a start.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A running instance of the implementation, with the controls cases use.
 #[derive(Debug)]
@@ -162,6 +203,15 @@ impl Instance {
         self.spawn()
     }
 
+    /// Waits until the instance is ready: its webhook port accepts connections, when the
+    /// implementation has one (after a start or a restart); at once otherwise.
+    pub async fn ready(&self) -> Result<(), String> {
+        match self.spec.ready_port() {
+            Some(port) => super::admission::wait_listening(port, READY_TIMEOUT).await,
+            None => Ok(()),
+        }
+    }
+
     /// How many times it was crashed and restarted.
     pub fn restarts(&self) -> u32 {
         self.restarts
@@ -201,7 +251,11 @@ mod tests {
     #[test]
     fn commands_are_templated_and_scoped() {
         let spec = ImplementationSpec::Command {
-            template: "my-operator --watch {namespace} --config {kubeconfig}".into(),
+            template: "my-operator --watch {namespace} --config {kubeconfig} --certs {cert_dir}"
+                .into(),
+            placeholders: vec![("cert_dir".into(), "/c".into())],
+            ready_port: None,
+            fail_closed: Vec::new(),
         };
         assert!(spec.per_case());
         let cmd = spec
@@ -213,11 +267,12 @@ mod tests {
             .collect();
         assert_eq!(
             args,
-            ["-c", "exec my-operator --watch case-1 --config /k/config"]
+            [
+                "-c",
+                "exec my-operator --watch case-1 --config /k/config --certs /c"
+            ]
         );
-        let shared = ImplementationSpec::Command {
-            template: "my-operator".into(),
-        };
+        let shared = ImplementationSpec::command_line("my-operator");
         assert!(!shared.per_case());
         assert!(!ImplementationSpec::External.controllable());
         assert!(
@@ -251,9 +306,7 @@ mod tests {
 
     #[test]
     fn an_instance_can_be_paused_crashed_and_restarted() {
-        let spec = ImplementationSpec::Command {
-            template: "sleep 30 # {namespace}".into(),
-        };
+        let spec = ImplementationSpec::command_line("sleep 30 # {namespace}");
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("impl.log");
         let mut instance =

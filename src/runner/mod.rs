@@ -4,6 +4,7 @@
 //! namespace under the [`observe::Observer`]'s watches and invariant monitor;
 //! [`implementation`] starts and controls the implementation under test.
 
+pub mod admission;
 pub mod case;
 pub mod implementation;
 pub mod observe;
@@ -12,4 +13,5 @@ mod run;
 pub mod target;
 
 pub use implementation::{ImplementationSpec, Instance};
-pub use run::{RunSettings, Selection, TargetHandles, default_jobs, run_cases};
+pub use run::{RunSettings, Selection, default_jobs, run_cases};
+pub use target::{TargetGuard, TargetHandles, TargetSpec, acquire};

@@ -8,14 +8,13 @@ use std::time::Instant;
 
 use futures::FutureExt;
 
-use kube::Client;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{Mutex as AsyncMutex, RwLock, Semaphore};
 
 use super::case::{RunContext, needs_exclusive, run_case};
 use super::implementation::{ImplementationSpec, Instance};
+use super::target::TargetHandles;
 use crate::catalog::{Case, Catalog, Profile};
-use crate::kubelet::Fleet;
 use crate::report::{CaseResult, Outcome, Recorder, RunEvent, RunResults};
 use crate::vocab::Vocabulary;
 
@@ -55,26 +54,6 @@ pub struct RunSettings {
     pub keep_namespaces: bool,
     /// Where implementation logs go.
     pub log_dir: PathBuf,
-}
-
-/// The target's handles.
-#[derive(Clone)]
-pub struct TargetHandles {
-    /// Admin client.
-    pub client: Client,
-    /// Its kubeconfig (for the implementation).
-    pub kubeconfig: PathBuf,
-    /// The simulated fleet, on the embedded target.
-    pub fleet: Option<Arc<Fleet>>,
-}
-
-impl std::fmt::Debug for TargetHandles {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TargetHandles")
-            .field("kubeconfig", &self.kubeconfig)
-            .field("fleet", &self.fleet.is_some())
-            .finish_non_exhaustive()
-    }
 }
 
 /// Runs `case` (`run` reports its result), turning a panic into an error result: a case the
@@ -143,15 +122,17 @@ pub async fn run_cases(
         None
     } else {
         match settings.implementation.command(&target.kubeconfig, None) {
-            Some(_) => Some(Arc::new(AsyncMutex::new(
-                Instance::start(
+            Some(_) => {
+                let instance = Instance::start(
                     &settings.implementation,
                     &target.kubeconfig,
                     None,
                     &settings.log_dir.join("implementation.log"),
                 )
-                .map_err(std::io::Error::other)?,
-            ))),
+                .map_err(std::io::Error::other)?;
+                instance.ready().await.map_err(std::io::Error::other)?;
+                Some(Arc::new(AsyncMutex::new(instance)))
+            }
             None => None,
         }
     };

@@ -1,8 +1,13 @@
-//! Targets other than the embedded default: an existing cluster named by a kubeconfig (and
-//! optionally a context), or a kind cluster created for the run.
+//! The cluster a run happens on, acquired in one place: the embedded default, an existing
+//! cluster named by a kubeconfig (and optionally a context), or a kind cluster created for the
+//! run. [`acquire`] returns a [`TargetGuard`] that holds what the run needs and tears the
+//! target down when dropped (stopping the embedded cluster, keeping its logs when the run
+//! failed; deleting the kind cluster unless told to keep it). CRDs are installed one way:
+//! server-side apply, then a wait until they are established.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -11,6 +16,172 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 use crate::cluster::write_private;
+use crate::embedded::{EmbeddedCluster, EmbeddedOptions};
+use crate::kubelet::Fleet;
+
+/// Which cluster to run on.
+#[derive(Debug, Clone)]
+pub enum TargetSpec {
+    /// The embedded control plane with the simulated node fleet.
+    Embedded,
+    /// An existing cluster.
+    Kubeconfig {
+        /// The kubeconfig file.
+        path: PathBuf,
+        /// Its context to use (default: the current one).
+        context: Option<String>,
+    },
+    /// A kind cluster created from `config` for the run.
+    Kind {
+        /// The kind cluster configuration.
+        config: PathBuf,
+        /// Keep the cluster afterwards.
+        keep: bool,
+    },
+}
+
+/// What a run needs of its target.
+#[derive(Clone)]
+pub struct TargetHandles {
+    /// Admin client.
+    pub client: Client,
+    /// Its kubeconfig (for the implementation).
+    pub kubeconfig: PathBuf,
+    /// The simulated fleet, on the embedded target.
+    pub fleet: Option<Arc<Fleet>>,
+}
+
+impl std::fmt::Debug for TargetHandles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TargetHandles")
+            .field("kubeconfig", &self.kubeconfig)
+            .field("fleet", &self.fleet.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An acquired target; dropping it tears the target down.
+#[derive(Debug)]
+pub struct TargetGuard {
+    handles: TargetHandles,
+    embedded: Option<EmbeddedCluster>,
+    kind: Option<String>,
+    keep_kind: bool,
+    /// Scratch files of the target (derived kubeconfigs), removed with the guard.
+    _scratch: Option<tempfile::TempDir>,
+}
+
+/// The name of the kind cluster a run creates.
+pub const KIND_CLUSTER: &str = "grove-conformance";
+
+/// Acquires the target `spec` with `crds` installed (unless `install_crds` is false on a
+/// cluster that has them already; the embedded cluster always starts with them).
+pub async fn acquire(
+    spec: &TargetSpec,
+    crds: Vec<CustomResourceDefinition>,
+    install_crds: bool,
+) -> Result<TargetGuard, TargetError> {
+    let scratch = tempfile::Builder::new()
+        .prefix("grove-conformance-target-")
+        .tempdir()
+        .map_err(|e| TargetError::Scratch(Box::new(e)))?;
+    let mut guard = match spec {
+        TargetSpec::Embedded => {
+            let options = EmbeddedOptions {
+                crds,
+                ..EmbeddedOptions::default()
+            };
+            let cluster = EmbeddedCluster::start(options)
+                .await
+                .map_err(|e| TargetError::Embedded(Box::new(e)))?;
+            tracing::info!(took = ?cluster.start_duration, "embedded cluster ready");
+            return Ok(TargetGuard {
+                handles: TargetHandles {
+                    client: cluster.client(),
+                    kubeconfig: cluster.control_plane.kubeconfig_path().to_path_buf(),
+                    fleet: Some(cluster.fleet.clone()),
+                },
+                embedded: Some(cluster),
+                kind: None,
+                keep_kind: false,
+                _scratch: None,
+            });
+        }
+        TargetSpec::Kubeconfig { path, context } => {
+            let (client, kubeconfig) =
+                from_kubeconfig(path, context.as_deref(), scratch.path()).await?;
+            TargetGuard {
+                handles: TargetHandles {
+                    client,
+                    kubeconfig,
+                    fleet: None,
+                },
+                embedded: None,
+                kind: None,
+                keep_kind: false,
+                _scratch: Some(scratch),
+            }
+        }
+        TargetSpec::Kind { config, keep } => {
+            let kubeconfig = scratch.path().join("kind-kubeconfig");
+            eprintln!(
+                "creating kind cluster {KIND_CLUSTER} from {}",
+                config.display()
+            );
+            let create = kind_create_command(KIND_CLUSTER, config, &kubeconfig);
+            tokio::task::spawn_blocking(move || run_kind(create))
+                .await
+                .map_err(|e| TargetError::Scratch(Box::new(e)))??;
+            let (client, kubeconfig) = from_kubeconfig(&kubeconfig, None, scratch.path()).await?;
+            TargetGuard {
+                handles: TargetHandles {
+                    client,
+                    kubeconfig,
+                    fleet: None,
+                },
+                embedded: None,
+                kind: Some(KIND_CLUSTER.into()),
+                keep_kind: *keep,
+                _scratch: Some(scratch),
+            }
+        }
+    };
+    if install_crds && let Err(e) = self::install_crds(&guard.handles.client, &crds).await {
+        guard.mark_failed();
+        return Err(e);
+    }
+    Ok(guard)
+}
+
+impl TargetGuard {
+    /// What the run needs.
+    pub fn handles(&self) -> &TargetHandles {
+        &self.handles
+    }
+
+    /// The embedded cluster, on that target.
+    pub fn embedded(&self) -> Option<&EmbeddedCluster> {
+        self.embedded.as_ref()
+    }
+
+    /// The run failed: keep the embedded cluster's component logs.
+    pub fn mark_failed(&mut self) {
+        if let Some(cluster) = &self.embedded {
+            cluster.control_plane.mark_failed();
+        }
+    }
+}
+
+impl Drop for TargetGuard {
+    fn drop(&mut self) {
+        if let Some(name) = self.kind.take()
+            && !self.keep_kind
+            && let Err(e) = run_kind(kind_delete_command(&name))
+        {
+            eprintln!("warning: {e}");
+        }
+    }
+}
 
 /// Field manager of the harness's own writes.
 pub const HARNESS_MANAGER: &str = "grove-conformance";
@@ -36,6 +207,21 @@ pub enum TargetError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A webhook configuration could not be installed.
+    #[error("failed to install webhook configuration {name}")]
+    Webhook {
+        /// Its name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The embedded cluster did not start.
+    #[error("failed to start the embedded cluster")]
+    Embedded(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A scratch directory could not be made.
+    #[error("failed to create a scratch directory")]
+    Scratch(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// `kind` failed.
     #[error("failed to run `{command}`: {detail}")]
     Kind {

@@ -12,6 +12,7 @@ use grove_conformance::embedded::{EmbeddedCluster, EmbeddedOptions, render_error
 use grove_conformance::kubelet::FleetOptions;
 use grove_conformance::report::{self, ConformanceReport, ProgressLine};
 use grove_conformance::runner::admission::{self, AdmissionOptions, Prepared};
+use grove_conformance::runner::implementation::Setup;
 use grove_conformance::runner::{self, ImplementationSpec, RunSettings, Selection, TargetSpec};
 use grove_conformance::vocab::{Revision, Vocabulary};
 
@@ -60,8 +61,14 @@ struct RunArgs {
     /// Run this command as the implementation (with KUBECONFIG set; `{namespace}`,
     /// `{kubeconfig}`, `{cert_dir}`, `{webhook_port}` and `{config}` are substituted; with
     /// `{namespace}` one instance runs per case).
-    #[arg(long, conflicts_with = "implementation")]
+    #[arg(long, conflicts_with = "implementation", allow_hyphen_values = true)]
     implementation_cmd: Option<String>,
+    /// Run the implementation as a container from this local image (`name[:tag]`; Docker
+    /// needed), on the host network with KUBECONFIG set and every placeholder's path mounted;
+    /// `--implementation-cmd`, if given, is its arguments (split on whitespace). Pause is
+    /// `docker pause`, a crash a kill and a start of the same container.
+    #[arg(long, value_name = "IMAGE", conflicts_with = "implementation")]
+    implementation_image: Option<String>,
     /// Name and version of the implementation for the report (`name@version`).
     #[arg(long)]
     implementation_name: Option<String>,
@@ -98,11 +105,11 @@ struct RunArgs {
     /// at https://127.0.0.1:{webhook_port} (same path) and trusts a CA the harness generates;
     /// the serving certificate is in {cert_dir} (tls.crt, tls.key, ca.crt). The
     /// implementation is ready once that port accepts connections.
-    #[arg(long, value_name = "FILE", requires = "implementation_cmd")]
+    #[arg(long, value_name = "FILE")]
     implementation_webhooks: Option<PathBuf>,
     /// A configuration file template for the implementation: {cert_dir} and {webhook_port}
     /// are replaced, and the rendered file's path is {config}.
-    #[arg(long, value_name = "FILE", requires = "implementation_cmd")]
+    #[arg(long, value_name = "FILE")]
     implementation_config: Option<PathBuf>,
 }
 
@@ -456,29 +463,42 @@ fn select(catalog: &catalog::Catalog, args: &RunArgs) -> Result<Vec<catalog::Cas
 
 /// The implementation `args` names, with what `prepared` gives it.
 fn implementation(args: &RunArgs, prepared: &Prepared) -> Result<ImplementationSpec, i32> {
-    match (&args.implementation_cmd, args.implementation) {
-        (Some(template), _) => Ok(ImplementationSpec::Command {
-            template: template.clone(),
-            placeholders: prepared.placeholders.clone(),
-            ready_port: prepared
-                .serving
-                .as_ref()
-                .filter(|_| !prepared.webhooks.is_empty())
-                .map(|s| s.port),
-            fail_closed: prepared.fail_closed_resources(),
+    let setup = || Setup {
+        placeholders: prepared.placeholders.clone(),
+        ready_port: prepared
+            .serving
+            .as_ref()
+            .filter(|_| !prepared.webhooks.is_empty())
+            .map(|s| s.port),
+        fail_closed: prepared.fail_closed_resources(),
+    };
+    match (
+        &args.implementation_image,
+        &args.implementation_cmd,
+        args.implementation,
+    ) {
+        (Some(image), template, _) => Ok(ImplementationSpec::Image {
+            image: image.clone(),
+            args: template.clone(),
+            setup: setup(),
         }),
-        (None, _) if prepared.serving.is_some() => {
+        (None, Some(template), _) => Ok(ImplementationSpec::Command {
+            template: template.clone(),
+            setup: setup(),
+        }),
+        (None, None, _) if prepared.serving.is_some() => {
             eprintln!(
-                "error: --implementation-webhooks and --implementation-config need --implementation-cmd"
+                "error: --implementation-webhooks and --implementation-config need --implementation-cmd or --implementation-image"
             );
             Err(report::USAGE)
         }
-        (None, ImplementationKind::External) => Ok(ImplementationSpec::External),
-        (None, ImplementationKind::Reference) => ImplementationSpec::reference_from_current_exe()
-            .map_err(|e| {
+        (None, None, ImplementationKind::External) => Ok(ImplementationSpec::External),
+        (None, None, ImplementationKind::Reference) => {
+            ImplementationSpec::reference_from_current_exe().map_err(|e| {
                 eprintln!("error: failed to locate this executable: {e}");
                 report::SETUP_FAILED
-            }),
+            })
+        }
     }
 }
 

@@ -290,7 +290,9 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
     let log = run.log_dir.join(format!("{}.log", case.name));
     let instance = if run.implementation.per_case() {
         let started =
-            match Instance::start(&run.implementation, &run.kubeconfig, Some(&namespace), &log) {
+            match Instance::start(&run.implementation, &run.kubeconfig, Some(&namespace), &log)
+                .await
+            {
                 Ok(i) => i,
                 Err(e) => {
                     return Outcome::Error {
@@ -368,13 +370,13 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
         && let Some(instance) = ctx.instance.take()
     {
         let mut instance = instance.lock().await;
-        if let Some(exit) = instance.exited()
+        if let Some(exit) = instance.exited().await
             && let Outcome::Fail(f) = &mut outcome
         {
             f.message
                 .push_str(&format!(" ({exit}; log: {})", instance.log().display()));
         }
-        instance.stop();
+        instance.stop().await;
     }
     if matches!(outcome, Outcome::Fail(_) | Outcome::Error { .. }) {
         if let Outcome::Fail(f) = &mut outcome {
@@ -1002,11 +1004,18 @@ impl Ctx<'_> {
 async fn act(instance: &Arc<AsyncMutex<Instance>>, action: ControllerAction) -> Result<(), String> {
     let mut instance = instance.lock().await;
     match action {
-        ControllerAction::Pause => instance.pause(),
-        ControllerAction::Resume => instance.resume(),
+        ControllerAction::Pause => instance
+            .pause()
+            .await
+            .map_err(|e| format!("failed to pause the implementation: {e}"))?,
+        ControllerAction::Resume => instance
+            .resume()
+            .await
+            .map_err(|e| format!("failed to resume the implementation: {e}"))?,
         ControllerAction::Crash => {
             instance
                 .crash_and_restart()
+                .await
                 .map_err(|e| format!("failed to restart the implementation: {e}"))?;
             // Its webhooks answer again before the case goes on.
             instance.ready().await?;

@@ -1,12 +1,27 @@
-//! The implementation under test: the reference operator (default), any command, or one that
-//! is already running. Started as supervised child processes, so a case can pause (SIGSTOP),
-//! resume (SIGCONT) or crash (SIGKILL, then start again) it.
+//! The implementation under test: the reference operator (default), any command, a container
+//! image, or one that is already running. Commands run as supervised child processes and
+//! images as containers, so a case can pause (SIGSTOP / `docker pause`), resume (SIGCONT /
+//! `docker unpause`) or crash (SIGKILL, then start again) it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use super::container::{Container, ContainerError};
 use crate::cluster::process::{SpawnError, Supervised};
+
+/// What an implementation started by the harness gets besides its command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Setup {
+    /// `{name}` → value replacements (`{cert_dir}`, `{webhook_port}`, `{config}`).
+    pub placeholders: Vec<(String, String)>,
+    /// A loopback port it serves admission webhooks on: it is ready once that port accepts
+    /// connections (after every start and restart).
+    pub ready_port: Option<u16>,
+    /// Resources (plural) whose writes its admission webhooks reject while it does not answer
+    /// (`failurePolicy: Fail`).
+    pub fail_closed: Vec<String>,
+}
 
 /// Which implementation runs, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,21 +32,25 @@ pub enum ImplementationSpec {
         /// The executable to run (normally the current one).
         program: PathBuf,
     },
-    /// Any command, run through `sh -c` with `KUBECONFIG` set. `{namespace}` and
-    /// `{kubeconfig}` in it are replaced, and so are `placeholders`; with `{namespace}` each
-    /// case gets its own instance, without it one instance serves every case and cases that
-    /// pause or crash the implementation run alone.
+    /// Any command, run through `sh -c` with `KUBECONFIG` set. `{namespace}`, `{kubeconfig}`
+    /// and the setup's placeholders in it are replaced; with `{namespace}` each case gets its
+    /// own instance, without it one instance serves every case and cases that pause or crash
+    /// the implementation run alone.
     Command {
         /// The command line template.
         template: String,
-        /// Further `{name}` → value replacements (`{cert_dir}`, `{webhook_port}`, `{config}`).
-        placeholders: Vec<(String, String)>,
-        /// A loopback port it serves admission webhooks on: it is ready once that port
-        /// accepts connections (after every start and restart).
-        ready_port: Option<u16>,
-        /// Resources (plural) whose writes its admission webhooks reject while it does not
-        /// answer (`failurePolicy: Fail`).
-        fail_closed: Vec<String>,
+        /// What it gets besides.
+        setup: Setup,
+    },
+    /// A local container image, run on the host network with `KUBECONFIG` set; `args` (the
+    /// same placeholders; split on whitespace) replace its command when given.
+    Image {
+        /// `name[:tag]`.
+        image: String,
+        /// Arguments template.
+        args: Option<String>,
+        /// What it gets besides.
+        setup: Setup,
     },
     /// Already running (deployed in the cluster); controller actions are unavailable.
     External,
@@ -42,26 +61,27 @@ impl ImplementationSpec {
     pub fn command_line(template: impl Into<String>) -> Self {
         ImplementationSpec::Command {
             template: template.into(),
-            placeholders: Vec::new(),
-            ready_port: None,
-            fail_closed: Vec::new(),
+            setup: Setup::default(),
+        }
+    }
+
+    fn setup(&self) -> Option<&Setup> {
+        match self {
+            ImplementationSpec::Command { setup, .. } | ImplementationSpec::Image { setup, .. } => {
+                Some(setup)
+            }
+            _ => None,
         }
     }
 
     /// Resources whose writes fail while the implementation is paused or restarting.
     pub fn fail_closed(&self) -> &[String] {
-        match self {
-            ImplementationSpec::Command { fail_closed, .. } => fail_closed,
-            _ => &[],
-        }
+        self.setup().map_or(&[], |s| &s.fail_closed)
     }
 
     /// The loopback port that tells when an instance is ready, if any.
     pub fn ready_port(&self) -> Option<u16> {
-        match self {
-            ImplementationSpec::Command { ready_port, .. } => *ready_port,
-            _ => None,
-        }
+        self.setup().and_then(|s| s.ready_port)
     }
 
     /// The reference operator, run from the current executable.
@@ -76,11 +96,14 @@ impl ImplementationSpec {
         match self {
             ImplementationSpec::Reference { .. } => true,
             ImplementationSpec::Command { template, .. } => template.contains("{namespace}"),
+            ImplementationSpec::Image { args, .. } => {
+                args.as_deref().is_some_and(|a| a.contains("{namespace}"))
+            }
             ImplementationSpec::External => false,
         }
     }
 
-    /// Whether the harness can pause, resume and crash it.
+    /// Whether the harness starts it (and can pause, resume and crash it).
     pub fn controllable(&self) -> bool {
         !matches!(self, ImplementationSpec::External)
     }
@@ -90,11 +113,19 @@ impl ImplementationSpec {
         match self {
             ImplementationSpec::Reference { .. } => "grove-reference-operator".into(),
             ImplementationSpec::Command { template, .. } => template.clone(),
+            ImplementationSpec::Image { image, .. } => image.clone(),
             ImplementationSpec::External => "external".into(),
         }
     }
 
-    /// The command that starts one instance (`None` for an external implementation).
+    /// `template` with every placeholder replaced.
+    fn render(template: &str, setup: &Setup, kubeconfig: &Path, namespace: Option<&str>) -> String {
+        super::admission::render(template, &setup.placeholders)
+            .replace("{kubeconfig}", &kubeconfig.to_string_lossy())
+            .replace("{namespace}", namespace.unwrap_or(""))
+    }
+
+    /// The command that starts one instance (`None` for an image or an external one).
     pub fn command(&self, kubeconfig: &Path, namespace: Option<&str>) -> Option<Command> {
         match self {
             ImplementationSpec::Reference { program } => {
@@ -109,26 +140,38 @@ impl ImplementationSpec {
                 command.env("KUBECONFIG", kubeconfig);
                 Some(command)
             }
-            ImplementationSpec::Command {
-                template,
-                placeholders,
-                ..
-            } => {
-                let line = super::admission::render(template, placeholders)
-                    .replace("{kubeconfig}", &kubeconfig.to_string_lossy())
-                    .replace("{namespace}", namespace.unwrap_or(""));
+            ImplementationSpec::Command { template, setup } => {
+                let line = Self::render(template, setup, kubeconfig, namespace);
                 let mut command = Command::new("sh");
                 command.arg("-c").arg(format!("exec {line}"));
                 command.env("KUBECONFIG", kubeconfig);
                 Some(command)
             }
-            ImplementationSpec::External => None,
+            ImplementationSpec::Image { .. } | ImplementationSpec::External => None,
         }
     }
 }
 
+/// Why an instance could not be started or controlled.
+#[derive(Debug, thiserror::Error)]
+pub enum InstanceError {
+    /// The process could not be spawned.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    /// The container could not be run or controlled.
+    #[error(transparent)]
+    Container(#[from] ContainerError),
+}
+
 /// How long an implementation with a readiness port may take to listen after a start.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What runs.
+#[derive(Debug)]
+enum Running {
+    Process(Supervised),
+    Container(Box<Container>),
+}
 
 /// A running instance of the implementation, with the controls cases use.
 #[derive(Debug)]
@@ -137,70 +180,97 @@ pub struct Instance {
     kubeconfig: PathBuf,
     namespace: Option<String>,
     log: PathBuf,
-    child: Option<Supervised>,
-    paused: bool,
+    running: Option<Running>,
     restarts: u32,
 }
 
 impl Instance {
     /// Starts an instance, its output appended to `log`.
-    pub fn start(
+    pub async fn start(
         spec: &ImplementationSpec,
         kubeconfig: &Path,
         namespace: Option<&str>,
         log: &Path,
-    ) -> Result<Instance, SpawnError> {
+    ) -> Result<Instance, InstanceError> {
         let mut instance = Instance {
             spec: spec.clone(),
             kubeconfig: kubeconfig.to_path_buf(),
             namespace: namespace.map(str::to_string),
             log: log.to_path_buf(),
-            child: None,
-            paused: false,
+            running: None,
             restarts: 0,
         };
-        instance.spawn()?;
+        instance.spawn().await?;
         Ok(instance)
     }
 
-    fn spawn(&mut self) -> Result<(), SpawnError> {
-        if let Some(command) = self
+    async fn spawn(&mut self) -> Result<(), InstanceError> {
+        if let ImplementationSpec::Image { image, args, setup } = &self.spec {
+            let args = args.as_deref().map(|a| {
+                ImplementationSpec::render(a, setup, &self.kubeconfig, self.namespace.as_deref())
+                    .split_whitespace()
+                    .map(str::to_string)
+                    .collect()
+            });
+            // Every path a placeholder names (certificates, the rendered configuration) is
+            // mounted where the placeholder says.
+            let mounts: Vec<PathBuf> = setup
+                .placeholders
+                .iter()
+                .map(|(_, value)| PathBuf::from(value))
+                .filter(|p| p.is_absolute())
+                .collect();
+            let container =
+                Container::start(image, args, &self.kubeconfig, &mounts, &self.log).await?;
+            self.running = Some(Running::Container(Box::new(container)));
+        } else if let Some(command) = self
             .spec
             .command(&self.kubeconfig, self.namespace.as_deref())
         {
-            self.child = Some(Supervised::spawn(
+            self.running = Some(Running::Process(Supervised::spawn(
                 "implementation",
                 command,
                 Some(&self.log),
-            )?);
+            )?));
         }
         Ok(())
     }
 
-    /// Freezes it (SIGSTOP): it observes and does nothing until resumed.
-    pub fn pause(&mut self) {
-        if let Some(child) = &self.child {
-            child.pause();
-            self.paused = true;
+    /// Freezes it (SIGSTOP, `docker pause`): it observes and does nothing until resumed.
+    pub async fn pause(&mut self) -> Result<(), InstanceError> {
+        match &self.running {
+            Some(Running::Process(child)) => child.pause(),
+            Some(Running::Container(c)) => c.pause().await?,
+            None => {}
         }
+        Ok(())
     }
 
-    /// Thaws it (SIGCONT).
-    pub fn resume(&mut self) {
-        if let Some(child) = &self.child {
-            child.resume();
-            self.paused = false;
+    /// Thaws it (SIGCONT, `docker unpause`).
+    pub async fn resume(&mut self) -> Result<(), InstanceError> {
+        match &self.running {
+            Some(Running::Process(child)) => child.resume(),
+            Some(Running::Container(c)) => c.unpause().await?,
+            None => {}
         }
+        Ok(())
     }
 
-    /// SIGKILLs it and starts a fresh instance.
-    pub fn crash_and_restart(&mut self) -> Result<(), SpawnError> {
-        if let Some(mut child) = self.child.take() {
-            child.kill();
-        }
-        self.paused = false;
+    /// SIGKILLs it and starts it again.
+    pub async fn crash_and_restart(&mut self) -> Result<(), InstanceError> {
         self.restarts += 1;
-        self.spawn()
+        match self.running.take() {
+            Some(Running::Process(mut child)) => {
+                child.kill();
+                self.spawn().await
+            }
+            Some(Running::Container(c)) => {
+                let result = c.crash_and_restart().await;
+                self.running = Some(Running::Container(c));
+                Ok(result?)
+            }
+            None => self.spawn().await,
+        }
     }
 
     /// Waits until the instance is ready: its webhook port accepts connections, when the
@@ -218,11 +288,15 @@ impl Instance {
     }
 
     /// `Some(reason)` when it exited on its own.
-    pub fn exited(&mut self) -> Option<String> {
-        self.child
-            .as_mut()
-            .and_then(|c| c.exited())
-            .map(|status| format!("the implementation exited on its own ({status})"))
+    pub async fn exited(&mut self) -> Option<String> {
+        match &mut self.running {
+            Some(Running::Process(child)) => child
+                .exited()
+                .map(|status| format!("the implementation exited on its own ({status})")),
+            Some(Running::Container(c)) => (!c.running().await)
+                .then(|| "the implementation's container stopped on its own".to_string()),
+            None => None,
+        }
     }
 
     /// Where its output goes.
@@ -230,17 +304,24 @@ impl Instance {
         &self.log
     }
 
-    /// Stops it (SIGTERM, then SIGKILL).
-    pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.stop(Duration::from_secs(5));
+    /// Stops it (SIGTERM, then SIGKILL; a container is stopped, its output kept in the log, and
+    /// removed).
+    pub async fn stop(&mut self) {
+        match self.running.take() {
+            Some(Running::Process(mut child)) => child.stop(Duration::from_secs(5)),
+            Some(Running::Container(mut c)) => c.stop().await,
+            None => {}
         }
     }
 }
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        self.stop();
+        // A process is stopped here; a container not stopped explicitly is removed by its own
+        // drop (without its output).
+        if let Some(Running::Process(mut child)) = self.running.take() {
+            child.stop(Duration::from_secs(5));
+        }
     }
 }
 
@@ -253,9 +334,10 @@ mod tests {
         let spec = ImplementationSpec::Command {
             template: "my-operator --watch {namespace} --config {kubeconfig} --certs {cert_dir}"
                 .into(),
-            placeholders: vec![("cert_dir".into(), "/c".into())],
-            ready_port: None,
-            fail_closed: Vec::new(),
+            setup: Setup {
+                placeholders: vec![("cert_dir".into(), "/c".into())],
+                ..Setup::default()
+            },
         };
         assert!(spec.per_case());
         let cmd = spec
@@ -304,19 +386,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn an_instance_can_be_paused_crashed_and_restarted() {
+    #[tokio::test]
+    async fn an_instance_can_be_paused_crashed_and_restarted() {
         let spec = ImplementationSpec::command_line("sleep 30 # {namespace}");
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("impl.log");
-        let mut instance =
-            Instance::start(&spec, Path::new("/dev/null"), Some("ns"), &log).unwrap();
-        instance.pause();
-        instance.resume();
-        assert!(instance.exited().is_none());
-        instance.crash_and_restart().unwrap();
+        let mut instance = Instance::start(&spec, Path::new("/dev/null"), Some("ns"), &log)
+            .await
+            .unwrap();
+        instance.pause().await.unwrap();
+        instance.resume().await.unwrap();
+        assert!(instance.exited().await.is_none());
+        instance.crash_and_restart().await.unwrap();
         assert_eq!(instance.restarts(), 1);
-        assert!(instance.exited().is_none());
-        instance.stop();
+        assert!(instance.exited().await.is_none());
+        instance.stop().await;
     }
 }

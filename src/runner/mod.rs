@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod case;
+pub mod container;
 pub mod implementation;
 pub mod observe;
 pub mod real_pods;

@@ -121,19 +121,20 @@ pub async fn run_cases(
     let shared_instance = if settings.implementation.per_case() {
         None
     } else {
-        match settings.implementation.command(&target.kubeconfig, None) {
-            Some(_) => {
+        match settings.implementation.controllable() {
+            true => {
                 let instance = Instance::start(
                     &settings.implementation,
                     &target.kubeconfig,
                     None,
                     &settings.log_dir.join("implementation.log"),
                 )
+                .await
                 .map_err(std::io::Error::other)?;
                 instance.ready().await.map_err(std::io::Error::other)?;
                 Some(Arc::new(AsyncMutex::new(instance)))
             }
-            None => None,
+            false => None,
         }
     };
     let context = Arc::new(RunContext {
@@ -191,7 +192,7 @@ pub async fn run_cases(
         }
     }
     if let Some(instance) = &context.shared_instance {
-        instance.lock().await.stop();
+        instance.lock().await.stop().await;
     }
     let _ = tx.send(RunEvent::RunFinished {
         duration: started.elapsed(),

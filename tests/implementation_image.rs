@@ -1,0 +1,187 @@
+//! An implementation run from a container image: the reference operator, packed into an image
+//! built here from this very binary, certified on the embedded cluster through
+//! `--implementation-image` (testcontainers), including a pause (`docker pause`) and a crash
+//! (kill and start of the container). Without a Docker engine the test says `skipped:` with
+//! the reason and checks nothing else.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use grove_conformance::catalog;
+use grove_conformance::embedded::render_error;
+use grove_conformance::report::Outcome;
+use grove_conformance::runner::container::{OWNER_LABEL, docker_available};
+use grove_conformance::runner::implementation::{Instance, Setup};
+use grove_conformance::runner::{ImplementationSpec, RunSettings, Selection, TargetSpec, acquire};
+use grove_conformance::vocab::{Revision, Vocabulary};
+
+/// Packs `binary` and the shared libraries it loads into an image with it as entrypoint.
+fn build_image(binary: &Path, tag: &str) {
+    let root = tempfile::tempdir().unwrap();
+    let target = root.path().join("grove-conformance");
+    // Debug information is of no use in the image and makes it ten times larger.
+    let stripped = Command::new("strip")
+        .args(["--strip-debug", "-o"])
+        .arg(&target)
+        .arg(binary)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !stripped {
+        std::fs::copy(binary, &target).unwrap();
+    }
+    let ldd = Command::new("ldd").arg(binary).output().unwrap();
+    for lib in String::from_utf8_lossy(&ldd.stdout)
+        .split_whitespace()
+        .filter(|w| w.starts_with('/'))
+    {
+        let dest = root.path().join(lib.trim_start_matches('/'));
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(lib, &dest).unwrap();
+    }
+    let mut tar = Command::new("tar")
+        .arg("-C")
+        .arg(root.path())
+        .args(["-c", "."])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let import = Command::new("docker")
+        .args([
+            "import",
+            "-c",
+            r#"ENTRYPOINT ["/grove-conformance"]"#,
+            "-",
+            tag,
+        ])
+        .stdin(tar.stdout.take().unwrap())
+        .output()
+        .unwrap();
+    assert!(tar.wait().unwrap().success(), "tar failed");
+    assert!(
+        import.status.success(),
+        "docker import failed: {}",
+        String::from_utf8_lossy(&import.stderr)
+    );
+}
+
+#[test]
+fn the_reference_operator_image_passes_cases_that_pause_and_crash_it() {
+    if let Err(reason) = docker_available() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let tag = format!(
+        "grove-conformance-test/reference-operator:{}",
+        std::process::id()
+    );
+    build_image(Path::new(env!("CARGO_BIN_EXE_grove-conformance")), &tag);
+    let _image = RemoveImage(tag.clone());
+
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let catalog = Arc::new(
+        catalog::load_catalog(&root)
+            .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d))),
+    );
+    let names = [
+        "all-pods-succeed-completes-clique",
+        "succeeded-pod-deleted-while-paused-still-completes",
+        "pod-vanishes-while-controller-down-fails-clique",
+    ];
+    let selection = Selection {
+        filters: names.iter().map(|n| (*n).to_string()).collect(),
+        profile: None,
+    };
+    let cases: Vec<_> = catalog
+        .cases
+        .iter()
+        .filter(|c| selection.selects(c) && names.contains(&c.name.as_str()))
+        .cloned()
+        .collect();
+    assert_eq!(cases.len(), names.len());
+    let logs = tempfile::tempdir().unwrap();
+    let settings = RunSettings {
+        implementation: ImplementationSpec::Image {
+            image: tag.clone(),
+            args: Some(
+                "reference-operator --kubeconfig {kubeconfig} --namespace {namespace}".into(),
+            ),
+            setup: Setup::default(),
+        },
+        vocab: Vocabulary::new(Revision::default()),
+        jobs: 3,
+        keep_namespaces: false,
+        log_dir: logs.path().to_path_buf(),
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (results, version_log) = runtime.block_on(async {
+        let target = acquire(
+            &TargetSpec::Embedded,
+            grove_reference_operator::crds(),
+            true,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{}", render_error(&e)));
+        let results = grove_conformance::runner::run_cases(
+            target.handles(),
+            catalog.clone(),
+            cases,
+            &settings,
+            |_| {},
+        )
+        .await
+        .unwrap();
+        // A container that ends on its own is noticed, and its output is kept in its log.
+        let log = logs.path().join("version.log");
+        let spec = ImplementationSpec::Image {
+            image: tag.clone(),
+            args: Some("--version".into()),
+            setup: Setup::default(),
+        };
+        let mut instance = Instance::start(&spec, &target.handles().kubeconfig, None, &log)
+            .await
+            .unwrap();
+        let mut exited = None;
+        for _ in 0..100 {
+            exited = instance.exited().await;
+            if exited.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert!(exited.is_some(), "the container did not stop on its own");
+        instance.stop().await;
+        (results, std::fs::read_to_string(&log).unwrap())
+    });
+    let passed: Vec<&str> = results
+        .cases
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Pass))
+        .map(|r| r.case.as_str())
+        .collect();
+    assert_eq!(passed.len(), names.len(), "{:#?}", results.cases);
+    assert!(
+        version_log.contains(concat!("grove-conformance ", env!("CARGO_PKG_VERSION"))),
+        "{version_log}"
+    );
+    // Every container is gone.
+    let left = Command::new("docker")
+        .args(["ps", "-a", "-q", "--filter"])
+        .arg(format!("label={OWNER_LABEL}={}", std::process::id()))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "containers left: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
+/// Removes the image when the test ends, passed or not.
+struct RemoveImage(String);
+
+impl Drop for RemoveImage {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rmi", "-f", &self.0]).output();
+    }
+}

@@ -417,3 +417,53 @@ fn failure_message(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clique() -> PodClique {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "grove.io/v1alpha1", "kind": "PodClique",
+            "metadata": {"name": "job-0-worker", "namespace": "ns", "uid": "clique-1"},
+            "spec": {"roleName": "worker", "replicas": 4, "policy": {"completion": {}},
+                "podSpec": {"containers": [{"name": "main", "image": "busybox"}]}},
+            "status": {"createdPodIndices": [0, 1, 2, 3], "succeededPodIndices": []}
+        }))
+        .unwrap()
+    }
+
+    fn pod(index: u32, phase: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("p{index}"), "namespace": "ns",
+                "labels": {"grove.io/podclique": "job-0-worker", "grove.io/podclique-pod-index": index.to_string()}},
+            "status": {"phase": phase}
+        }))
+        .unwrap()
+    }
+
+    /// E1/E3: a pod known to have Succeeded before it vanished is not lost, counts towards
+    /// completion, and its success is written into the status.
+    #[test]
+    fn a_pod_known_to_have_succeeded_before_it_vanished_is_not_lost() {
+        let pclq = clique();
+        let running: Vec<Pod> = (1..4).map(|i| pod(i, "Running")).collect();
+        let pods: Vec<&Pod> = running.iter().collect();
+        let unknown = evaluate_podclique(&view(&pclq, &pods, &BTreeSet::new()));
+        assert_eq!(
+            unknown.outcome,
+            Some(PodCliqueOutcome::Failed(FailureCause::PodLost)),
+            "without the record the pod is lost"
+        );
+        let known = BTreeSet::from([0]);
+        let decision = evaluate_podclique(&view(&pclq, &pods, &known));
+        assert_eq!(decision.outcome, None);
+
+        let done: Vec<Pod> = (1..4).map(|i| pod(i, "Succeeded")).collect();
+        let pods: Vec<&Pod> = done.iter().collect();
+        let decision = evaluate_podclique(&view(&pclq, &pods, &known));
+        assert_eq!(decision.outcome, Some(PodCliqueOutcome::Completed));
+        let status = desired_status(&pclq, &pods, &known, &decision, &[]);
+        assert_eq!(status.succeeded_pod_indices, Some(vec![0, 1, 2, 3]));
+    }
+}

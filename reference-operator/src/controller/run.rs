@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use futures::future::{BoxFuture, Shared};
+use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use kube::api::Api;
@@ -285,12 +286,30 @@ fn watch<K: Kind>(
     tokio::sync::watch::Receiver<bool>,
     BoxFuture<'static, ()>,
 ) {
+    follow(
+        watcher(api, config).default_backoff().boxed(),
+        trim,
+        on_gone,
+        outputs,
+    )
+}
+
+/// The cache, the flag and the task of [`watch`], fed by any stream of watch events.
+fn follow<K: Kind>(
+    mut events: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
+    trim: fn(&mut K),
+    on_gone: Gone<K>,
+    outputs: Vec<UnboundedSender<K>>,
+) -> (
+    Store<K>,
+    tokio::sync::watch::Receiver<bool>,
+    BoxFuture<'static, ()>,
+) {
     let (reader, mut writer) = reflector::store::<K>();
     // `Store::wait_until_ready` wakes only one of several concurrent waiters; this flag wakes all.
     let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
     let cache = reader.clone();
     let task = async move {
-        let mut events = watcher(api, config).default_backoff().boxed();
         let mut relisted: HashSet<ObjectRef<K>> = HashSet::new();
         while let Some(event) = events.next().await {
             let event = match event {
@@ -424,5 +443,87 @@ impl RequestCounter {
                     .join(",")
             })
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use futures::SinkExt;
+    use k8s_openapi::api::core::v1::Pod;
+
+    use super::*;
+    use crate::controller::context::Vanished;
+
+    fn pod(name: &str, index: u32, phase: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+                "labels": {"grove.io/podclique": "job-0-worker", "grove.io/podclique-pod-index": index.to_string()},
+                "ownerReferences": [{"apiVersion": "grove.io/v1alpha1", "kind": "PodClique",
+                    "name": "job-0-worker", "uid": "clique-1", "controller": true}]},
+            "status": {"phase": phase}
+        }))
+        .unwrap()
+    }
+
+    /// The record of a vanished Succeeded pod is in place before anything downstream hears
+    /// of the deletion, whether the watch delivers the deletion or a relist misses the pod.
+    #[tokio::test]
+    async fn a_succeeded_pod_that_vanishes_is_recorded_before_its_deletion_is_passed_on() {
+        let (mut events, stream) = futures::channel::mpsc::unbounded();
+        let vanished = Arc::new(Vanished::default());
+        let (out, mut seen) = unbounded();
+        let record = vanished.clone();
+        let (cache, _ready, task) = follow(
+            stream.boxed(),
+            trim_pod,
+            gone(move |p: &Pod| record.note(p)),
+            vec![out],
+        );
+        let _task = Task::spawn(task);
+        let send = |e| Ok::<_, watcher::Error>(e);
+        events.send(send(watcher::Event::Init)).await.unwrap();
+        for (name, index) in [("p0", 0), ("p1", 1), ("p2", 2)] {
+            let e = watcher::Event::InitApply(pod(name, index, "Running"));
+            events.send(send(e)).await.unwrap();
+        }
+        events.send(send(watcher::Event::InitDone)).await.unwrap();
+        for _ in 0..3 {
+            seen.next().await.unwrap();
+        }
+
+        // Succeeded, then deleted (the deletion event carries the last state).
+        let e = watcher::Event::Apply(pod("p0", 0, "Succeeded"));
+        events.send(send(e)).await.unwrap();
+        seen.next().await.unwrap();
+        let e = watcher::Event::Delete(pod("p0", 0, "Succeeded"));
+        events.send(send(e)).await.unwrap();
+        let deleted = seen.next().await.unwrap();
+        assert_eq!(deleted.metadata.name.as_deref(), Some("p0"));
+        assert_eq!(vanished.of("clique-1"), BTreeSet::from([0]));
+        assert!(cache.get(&ObjectRef::new("p0").within("ns")).is_none());
+
+        // A running pod that is deleted is no success.
+        let e = watcher::Event::Delete(pod("p1", 1, "Running"));
+        events.send(send(e)).await.unwrap();
+        seen.next().await.unwrap();
+        assert_eq!(vanished.of("clique-1"), BTreeSet::from([0]));
+
+        // Seen Succeeded, then missing from a relist (the deletion fell into a watch gap).
+        let e = watcher::Event::Apply(pod("p2", 2, "Succeeded"));
+        events.send(send(e)).await.unwrap();
+        seen.next().await.unwrap();
+        events.send(send(watcher::Event::Init)).await.unwrap();
+        events.send(send(watcher::Event::InitDone)).await.unwrap();
+        let gone_in_gap = seen.next().await.unwrap();
+        assert_eq!(gone_in_gap.metadata.name.as_deref(), Some("p2"));
+        assert_eq!(vanished.of("clique-1"), BTreeSet::from([0, 2]));
+
+        // Once the status records them, they are forgotten.
+        vanished.forget("clique-1", Some(&BTreeSet::from([0])));
+        assert_eq!(vanished.of("clique-1"), BTreeSet::from([2]));
+        vanished.forget("clique-1", None);
+        assert!(vanished.of("clique-1").is_empty());
     }
 }

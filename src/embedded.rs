@@ -4,10 +4,12 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 
 use crate::cluster::{
     ControlPlane, ControlPlaneError, ControlPlaneOptions, ProvisionError, ProvisionOptions,
@@ -81,40 +83,43 @@ impl EmbeddedCluster {
     }
 }
 
+/// Waits, on a watch of the fleet's Nodes, until `count` of them are Ready and untainted.
 async fn wait_nodes_ready(client: &Client, count: usize) -> Result<(), EmbeddedError> {
     let timeout = Duration::from_secs(30);
-    let deadline = Instant::now() + timeout;
     let nodes: Api<Node> = Api::all(client.clone());
-    loop {
-        let list = nodes
-            .list(&ListParams::default().labels(NODE_LABEL))
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default();
-        let ready = list
-            .iter()
-            .filter(|n| {
-                let untainted = n
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.taints.as_ref())
-                    .is_none_or(|t| t.is_empty());
-                let is_ready = n
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-                untainted && is_ready
-            })
-            .count();
-        if ready >= count {
-            return Ok(());
+    let (cache, writer) = reflector::store();
+    let config = watcher::Config::default().labels(NODE_LABEL);
+    // Every event, the end of a listing included: the cache takes a listing's nodes only
+    // once it is complete.
+    let events = reflector(writer, watcher(nodes, config)).default_backoff();
+    let ready = async move {
+        futures::pin_mut!(events);
+        while events.next().await.is_some() {
+            if cache.state().iter().filter(|n| schedulable(n)).count() >= count {
+                return true;
+            }
         }
-        if Instant::now() >= deadline {
-            return Err(EmbeddedError::Nodes(timeout));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        false
+    };
+    match tokio::time::timeout(timeout, ready).await {
+        Ok(true) => Ok(()),
+        _ => Err(EmbeddedError::Nodes(timeout)),
     }
+}
+
+/// Ready and untainted: the scheduler may bind to it.
+fn schedulable(node: &Node) -> bool {
+    let untainted = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_none_or(|t| t.is_empty());
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    untainted && ready
 }
 
 /// A cluster shared by every test of one test binary, on a runtime of its own (so clients

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -815,7 +815,8 @@ async fn delete_pod(client: &Client, pod: &Pod, grace: Option<u32>) -> Result<()
 async fn watch_pods(inner: Arc<Inner>) {
     let api: Api<Pod> = Api::all(inner.client.clone());
     let config = watcher::Config::default();
-    let mut stream = watcher(api, config).boxed();
+    // kube's default backoff paces the retries after a watch error.
+    let mut stream = watcher(api, config).default_backoff().boxed();
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::Apply(pod)) | Ok(watcher::Event::InitApply(pod)) => {
@@ -823,10 +824,7 @@ async fn watch_pods(inner: Arc<Inner>) {
             }
             Ok(watcher::Event::Delete(pod)) => on_pod_gone(&inner, &pod),
             Ok(watcher::Event::Init) | Ok(watcher::Event::InitDone) => {}
-            Err(err) => {
-                tracing::debug!(error = %err, "pod watch interrupted; resuming");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            Err(err) => tracing::debug!(error = %err, "pod watch interrupted; resuming"),
         }
     }
 }

@@ -583,14 +583,16 @@ impl Ctx<'_> {
     /// wrote it in between (409 Conflict): the harness's change is what is being tested, not
     /// its timing.
     async fn send_update(&self, update: &Update) -> Result<Value, kube::Error> {
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            match self.send_update_once(update).await {
-                Err(kube::Error::Api(status)) if status.code == 409 && attempts < 10 => continue,
-                other => return other,
-            }
-        }
+        use backon::{ExponentialBuilder, Retryable};
+        (|| self.send_update_once(update))
+            .retry(
+                ExponentialBuilder::default()
+                    .with_min_delay(Duration::from_millis(5))
+                    .with_max_delay(Duration::from_millis(200))
+                    .with_max_times(9),
+            )
+            .when(|e| matches!(e, kube::Error::Api(status) if status.code == 409))
+            .await
     }
 
     async fn send_update_once(&self, update: &Update) -> Result<Value, kube::Error> {

@@ -15,7 +15,7 @@ use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -377,7 +377,10 @@ async fn watch_kind(
     writes: Arc<Mutex<HarnessWrites>>,
     tx: Arc<watch::Sender<u64>>,
 ) {
-    let mut stream = watcher(api, watcher::Config::default()).boxed();
+    // kube's default backoff paces the retries after a watch error.
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
     while let Some(event) = stream.next().await {
         let to_value = |o: DynamicObject| {
             let mut v = serde_json::to_value(o).unwrap_or(Value::Null);
@@ -409,7 +412,6 @@ async fn watch_kind(
                     .unwrap_or_else(|p| p.into_inner())
                     .watch_errors
                     .push(format!("{kind}: {err}"));
-                tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
     }

@@ -1305,24 +1305,6 @@ impl GroupShape {
     }
 }
 
-/// Object names as Grove materialises them (B1).
-pub mod names {
-    /// Standalone PodClique: `<pcs>-<i>-<clique>`.
-    pub fn standalone_clique(pcs: &str, i: u32, clique: &str) -> String {
-        format!("{pcs}-{i}-{clique}")
-    }
-
-    /// PodCliqueScalingGroup: `<pcs>-<i>-<pcsg>`.
-    pub fn scaling_group(pcs: &str, i: u32, pcsg: &str) -> String {
-        format!("{pcs}-{i}-{pcsg}")
-    }
-
-    /// PodClique in a PCSG replica: `<pcs>-<i>-<pcsg>-<j>-<clique>`.
-    pub fn group_clique(pcs: &str, i: u32, pcsg: &str, j: u32, clique: &str) -> String {
-        format!("{pcs}-{i}-{pcsg}-{j}-{clique}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,8 +6,6 @@
 
 /// API group of the Grove kinds.
 pub const GROUP: &str = "grove.io";
-/// API version of the Grove kinds.
-pub const VERSION: &str = "v1alpha1";
 /// `apiVersion` of the Grove kinds.
 pub const API_VERSION: &str = "grove.io/v1alpha1";
 
@@ -50,13 +48,6 @@ pub const LABEL_RESTART_ATTEMPT: &str = "grove.io/restart-attempt";
 /// PodGangs, so it never sets the gate.
 pub const SCHEDULING_GATE_PODGANG: &str = "grove.io/podgang-pending-creation";
 
-/// Finalizer upstream puts on a PodCliqueSet.
-pub const FINALIZER_PCS: &str = "grove.io/podcliqueset.grove.io";
-/// Finalizer upstream puts on a PodClique.
-pub const FINALIZER_PCLQ: &str = "grove.io/podclique.grove.io";
-/// Finalizer upstream puts on a PodCliqueScalingGroup.
-pub const FINALIZER_PCSG: &str = "grove.io/podcliquescalinggroup.grove.io";
-
 // ---------------------------------------------------------------------------------------------
 // Condition types and reasons (job-semantics.md "API surface"; grove-api.md for the regular ones).
 
@@ -66,10 +57,6 @@ pub const CONDITION_COMPLETED: &str = "Completed";
 pub const CONDITION_FAILED: &str = "Failed";
 /// Regular-mode availability condition; never on a completion-aware PodClique (E4).
 pub const CONDITION_MIN_AVAILABLE_BREACHED: &str = "MinAvailableBreached";
-/// Regular-mode scheduling condition of a PodClique.
-pub const CONDITION_PODCLIQUE_SCHEDULED: &str = "PodCliqueScheduled";
-/// Regular-mode condition of a PCSG while a gang termination runs.
-pub const CONDITION_GANG_TERMINATION_IN_PROGRESS: &str = "GangTerminationInProgress";
 
 /// Reason of `Completed=True`.
 pub const REASON_COMPLETION_CRITERIA_MET: &str = "CompletionCriteriaMet";

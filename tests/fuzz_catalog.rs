@@ -260,33 +260,38 @@ fn apply(text: &str, edit: &Edit) -> String {
     }
 }
 
-/// Runs the three generators, in rounds, until `budget` is spent (at least one round).
-fn fuzz(budget: Duration, cases_per_round: u32) -> u64 {
+/// Runs the three generators, in rounds, until `budget` is spent (at least one round); returns
+/// how many inputs each judged.
+fn fuzz(budget: Duration, cases_per_round: u32) -> [u64; 3] {
     let corpus = corpus();
     assert!(corpus.len() > 10, "the catalog is where it should be");
-    let config = Config {
-        cases: cases_per_round,
-        failure_persistence: None,
-        ..Config::default()
+    // A runner counts its cases across runs: each generator gets a fresh one every round.
+    let runner = || {
+        TestRunner::new(Config {
+            cases: cases_per_round,
+            failure_persistence: None,
+            ..Config::default()
+        })
     };
     let started = Instant::now();
-    let mut tried = 0u64;
+    let mut judged = [0u64; 3];
     loop {
-        let mut runner = TestRunner::new(config.clone());
-        runner
+        runner()
             .run(&any::<String>(), |text| {
                 judge(&text);
                 Ok(())
             })
             .unwrap();
-        runner
+        judged[0] += u64::from(cases_per_round);
+        runner()
             .run(&yamlish(), |text| {
                 judge(&text);
                 Ok(())
             })
             .unwrap();
+        judged[1] += u64::from(cases_per_round);
         let corpus_len = corpus.len();
-        runner
+        runner()
             .run(
                 &(0..corpus_len, prop::collection::vec(edit(), 1..6)),
                 |(i, edits)| {
@@ -296,9 +301,9 @@ fn fuzz(budget: Duration, cases_per_round: u32) -> u64 {
                 },
             )
             .unwrap();
-        tried += 3 * u64::from(cases_per_round);
+        judged[2] += u64::from(cases_per_round);
         if started.elapsed() >= budget {
-            return tried;
+            return judged;
         }
     }
 }
@@ -309,8 +314,11 @@ fn bad_input_never_panics_the_parser() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let tried = fuzz(Duration::from_secs(seconds), 200);
-    eprintln!("fuzzed {tried} inputs in {seconds} s budget");
+    let [text, yaml, mutated] = fuzz(Duration::from_secs(seconds), 200);
+    eprintln!(
+        "fuzzed for a {seconds} s budget: {text} arbitrary texts, {yaml} YAML documents of the \
+         case language, {mutated} mutated catalog files"
+    );
 }
 
 #[test]

@@ -593,3 +593,31 @@ fn entries_need_metadata() {
         "failed to read `metadata.uid` of a watched Pod object"
     );
 }
+
+#[test]
+fn c4_spares_a_new_attempt_starting_while_its_replica_completes() {
+    // The leader completes (the replica is complete by evaluation) while the worker clique of
+    // the same attempt creates its pods; the group has not written Completed yet.
+    let mut sim = leader_worker(1, false);
+    let leader = pod_name(&sim, "job-0-trainer-0-leader", 0);
+    sim.phase(&leader, "Succeeded");
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-leader",
+        Impl,
+        "Completed",
+        "True",
+    );
+    add_pod(&mut sim, "job-0-trainer-0-worker", 5, Impl);
+    assert!(sim.clauses().is_empty(), "{:?}", sim.found);
+    // Once the group's Completed is persisted, a new pod is inside a terminal scope.
+    sim.condition(
+        Kind::PodCliqueScalingGroup,
+        "job-0-trainer",
+        Impl,
+        "Completed",
+        "True",
+    );
+    add_pod(&mut sim, "job-0-trainer-0-worker", 6, Impl);
+    assert_eq!(sim.clauses(), ["C4"]);
+}

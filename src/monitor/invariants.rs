@@ -625,13 +625,24 @@ impl Monitor {
         }
     }
 
-    /// C4 for an object whose scopes are those of `scope_object` (of `kind`).
+    /// C4 for an object whose scopes are those of `scope_object` (of `kind`): a creation after
+    /// a scope's terminal condition was persisted. A replica whose required children are all
+    /// Completed but whose parent has not written so yet is terminal by evaluation (E7), yet a
+    /// child of it that is still starting (a new attempt's pods) may be created in that moment:
+    /// no implementation can order a creation against another object's status write, and the
+    /// parent's cleanup (C2, C3) removes what was made. The recreation guard applies from the
+    /// persisted decision on.
     fn check_scope_creation(&mut self, idx: usize, e: &Entry, scope_object: &Value, kind: Kind) {
         for key in self.replicas_of(scope_object, kind) {
             if !self.replica_aware(&key) {
                 continue;
             }
-            if let Some(at) = self.scope_terminal(&key) {
+            let persisted = self
+                .objs
+                .get(&key.0)
+                .filter(|p| p.terminal.is_terminal())
+                .map(|p| p.terminal_at.unwrap_or(p.last));
+            if let Some(at) = persisted {
                 let parent = &self.objs[&key.0];
                 let message = format!(
                     "{} {} created inside replica {} of {} {}, which is terminal",

@@ -85,7 +85,8 @@ pub async fn acquire(
         .prefix("grove-conformance-target-")
         .tempdir()
         .map_err(|e| TargetError::Scratch(Box::new(e)))?;
-    let mut guard = match spec {
+    // The kubeconfig to use, its context, and whether a kind cluster was made (kept or not).
+    let (path, context, kind) = match spec {
         TargetSpec::Embedded => {
             let options = EmbeddedOptions {
                 crds,
@@ -107,21 +108,7 @@ pub async fn acquire(
                 _scratch: None,
             });
         }
-        TargetSpec::Kubeconfig { path, context } => {
-            let (client, kubeconfig) =
-                from_kubeconfig(path, context.as_deref(), scratch.path()).await?;
-            TargetGuard {
-                handles: TargetHandles {
-                    client,
-                    kubeconfig,
-                    fleet: None,
-                },
-                embedded: None,
-                kind: None,
-                keep_kind: false,
-                _scratch: Some(scratch),
-            }
-        }
+        TargetSpec::Kubeconfig { path, context } => (path.clone(), context.clone(), None),
         TargetSpec::Kind { config, keep } => {
             let kubeconfig = scratch.path().join("kind-kubeconfig");
             eprintln!(
@@ -132,19 +119,30 @@ pub async fn acquire(
             tokio::task::spawn_blocking(move || run_kind(create))
                 .await
                 .map_err(|e| TargetError::Scratch(Box::new(e)))??;
-            let (client, kubeconfig) = from_kubeconfig(&kubeconfig, None, scratch.path()).await?;
-            TargetGuard {
-                handles: TargetHandles {
-                    client,
-                    kubeconfig,
-                    fleet: None,
-                },
-                embedded: None,
-                kind: Some(KIND_CLUSTER.into()),
-                keep_kind: *keep,
-                _scratch: Some(scratch),
-            }
+            (kubeconfig, None, Some(*keep))
         }
+    };
+    let (client, kubeconfig) =
+        match from_kubeconfig(&path, context.as_deref(), scratch.path()).await {
+            Ok(found) => found,
+            Err(e) => {
+                // A kind cluster made for the run goes with it, even when it cannot be used.
+                if kind == Some(false) {
+                    let _ = run_kind(kind_delete_command(KIND_CLUSTER));
+                }
+                return Err(e);
+            }
+        };
+    let mut guard = TargetGuard {
+        handles: TargetHandles {
+            client,
+            kubeconfig,
+            fleet: None,
+        },
+        embedded: None,
+        kind: kind.map(|_| KIND_CLUSTER.to_string()),
+        keep_kind: kind == Some(true),
+        _scratch: Some(scratch),
     };
     if install_crds && let Err(e) = self::install_crds(&guard.handles.client, &crds).await {
         guard.mark_failed();

@@ -526,11 +526,7 @@ fn write_reports(args: &RunArgs, results: &report::RunResults, name: String, ver
         .junit
         .clone()
         .unwrap_or_else(|| args.out.join("junit.xml"));
-    if let Err(e) = report::write_junit(
-        &junit_path,
-        results,
-        junit_report::OffsetDateTime::now_utc(),
-    ) {
+    if let Err(e) = report::write_junit(&junit_path, results, k8s_openapi::jiff::Timestamp::now()) {
         eprintln!("error: {}", render_error(&e));
     }
     let date = k8s_openapi::jiff::Timestamp::now()

@@ -11,7 +11,7 @@ use grove_conformance::report::{
     RunEvent, RunResults,
 };
 use grove_conformance::vocab::Revision;
-use junit_report::OffsetDateTime;
+use k8s_openapi::jiff::Timestamp;
 
 fn case(
     name: &str,
@@ -107,8 +107,8 @@ fn results() -> RunResults {
 }
 
 /// 2026-08-13T12:00:00Z: a fixed timestamp keeps the golden file stable.
-fn fixed_time() -> OffsetDateTime {
-    OffsetDateTime::from_unix_timestamp(1_786_622_400).unwrap()
+fn fixed_time() -> Timestamp {
+    Timestamp::from_second(1_786_622_400).unwrap()
 }
 
 fn golden(name: &str) -> PathBuf {
@@ -142,7 +142,8 @@ fn junit_matches_the_golden_file() {
     check_golden("junit.xml", &xml);
     assert!(xml.contains("<property name=\"clause\" value=\"E10\"/>"));
     assert!(xml.contains("<failure type=\"fail\""));
-    assert!(xml.contains("<skipped type=\"skip\""));
+    assert!(xml.contains("<skipped message=\"not applicable in this revision: "));
+    assert!(xml.contains("<skipped message=\"the pod action"));
     assert!(xml.contains("<error type=\"error\""));
     assert!(xml.contains("<system-out><![CDATA[#0    rv 101"));
 }
@@ -285,5 +286,162 @@ fn the_progress_line_writes_one_line_per_case_in_logs() {
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "\r\u{1b}[2K[1/2] a: step 3 exit pod job-0-worker/3"
+    );
+}
+
+/// The JUnit XML CI systems read (the Ant/Jenkins `junit-10.xsd` family): element nesting and
+/// order, required attributes and their types, and counts that agree with the testcases.
+/// Checked by reading the document back with an XML parser.
+#[test]
+fn junit_follows_the_schema_ci_systems_read() {
+    use quick_xml::Reader;
+    use quick_xml::events::Event;
+    use std::collections::BTreeMap;
+
+    let mut results = results();
+    results.cases.push(case(
+        "quoted",
+        "validation",
+        &["V1"],
+        Profile::Core,
+        Outcome::Fail(Failure {
+            message: r#"rejected with "403" & <denied> ]]> end"#.into(),
+            diff: None,
+            timeline: Some("#0 ]]> still text".into()),
+        }),
+        5,
+    ));
+    let xml = report::junit(&results, fixed_time()).unwrap();
+    let mut reader = Reader::from_str(&xml);
+    let mut stack: Vec<String> = Vec::new();
+    // Per open testcase: the children seen, in order.
+    let mut children: Vec<String> = Vec::new();
+    let mut suites = 0;
+    let (mut counted, mut declared) = (BTreeMap::new(), BTreeMap::new());
+    let mut messages = Vec::new();
+    let attrs = |e: &quick_xml::events::BytesStart| -> BTreeMap<String, String> {
+        e.attributes()
+            .map(|a| {
+                let a = a.expect("well-formed attribute");
+                (
+                    String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
+                    a.normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                        .expect("escaped value")
+                        .into_owned(),
+                )
+            })
+            .collect()
+    };
+    let number = |v: &str| v.parse::<f64>().is_ok_and(|n| n >= 0.0);
+    loop {
+        let event = reader.read_event().expect("well-formed XML");
+        let (name, a, is_empty) = match &event {
+            Event::Start(e) => (
+                String::from_utf8(e.name().as_ref().to_vec()).unwrap(),
+                attrs(e),
+                false,
+            ),
+            Event::Empty(e) => (
+                String::from_utf8(e.name().as_ref().to_vec()).unwrap(),
+                attrs(e),
+                true,
+            ),
+            Event::End(e) => {
+                let name = String::from_utf8(e.name().as_ref().to_vec()).unwrap();
+                assert_eq!(stack.pop().as_deref(), Some(name.as_str()));
+                if name == "testcase" {
+                    // properties?, (skipped | error | failure)?, system-out?, system-err?
+                    let rank = |c: &str| match c {
+                        "properties" => 0,
+                        "skipped" | "error" | "failure" => 1,
+                        "system-out" => 2,
+                        "system-err" => 3,
+                        other => panic!("<{other}> in a testcase"),
+                    };
+                    let ranks: Vec<i32> = children.iter().map(|c| rank(c)).collect();
+                    assert!(ranks.windows(2).all(|w| w[0] < w[1]), "order {children:?}");
+                    let outcome = children
+                        .iter()
+                        .find(|c| rank(c) == 1)
+                        .cloned()
+                        .unwrap_or_else(|| "pass".into());
+                    *counted.entry(outcome).or_insert(0) += 1;
+                    children.clear();
+                }
+                continue;
+            }
+            Event::Eof => break,
+            _ => continue,
+        };
+        let parent = stack.last().map(String::as_str);
+        match (parent, name.as_str()) {
+            (None, "testsuites") => {
+                for k in ["tests", "failures", "errors", "skipped"] {
+                    declared.insert(k.to_string(), a[k].parse::<usize>().unwrap());
+                }
+            }
+            (Some("testsuites"), "testsuite") => {
+                suites += 1;
+                for k in [
+                    "name",
+                    "tests",
+                    "failures",
+                    "errors",
+                    "skipped",
+                    "time",
+                    "timestamp",
+                    "hostname",
+                    "id",
+                ] {
+                    assert!(a.contains_key(k), "testsuite without {k}: {a:?}");
+                }
+                assert!(number(&a["time"]));
+                // xs:dateTime without a zone, as the schema's ISO8601_DATETIME_PATTERN wants.
+                let ts = &a["timestamp"];
+                assert_eq!(ts.len(), 19, "{ts}");
+                assert_eq!(&ts[10..11], "T", "{ts}");
+            }
+            (Some("testsuite"), "testcase") => {
+                for k in ["name", "classname", "time"] {
+                    assert!(a.contains_key(k), "testcase without {k}: {a:?}");
+                }
+                assert!(number(&a["time"]));
+            }
+            (
+                Some("testcase"),
+                child @ ("properties" | "skipped" | "error" | "failure" | "system-out"
+                | "system-err"),
+            ) => {
+                children.push(child.to_string());
+                if child == "failure" || child == "error" {
+                    assert!(a.contains_key("type") && a.contains_key("message"), "{a:?}");
+                    messages.push(a["message"].clone());
+                }
+            }
+            (Some("properties"), "property") => {
+                assert!(a.contains_key("name") && a.contains_key("value"), "{a:?}");
+            }
+            (parent, name) => panic!("<{name}> inside {parent:?}"),
+        }
+        if !is_empty {
+            stack.push(name);
+        }
+    }
+    assert!(stack.is_empty());
+    assert!(suites >= 3);
+    let n = |k: &str| counted.get(k).copied().unwrap_or(0);
+    assert_eq!(
+        declared["tests"],
+        n("pass") + n("failure") + n("error") + n("skipped")
+    );
+    assert_eq!(declared["failures"], n("failure"));
+    assert_eq!(declared["errors"], n("error"));
+    assert_eq!(declared["skipped"], n("skipped"));
+    // Attribute text survives escaping unchanged.
+    assert!(
+        messages
+            .iter()
+            .any(|m| m == r#"rejected with "403" & <denied> ]]> end"#),
+        "{messages:?}"
     );
 }

@@ -4,7 +4,9 @@
 use std::fs;
 use std::path::Path;
 
-use junit_report::{OffsetDateTime, ReportBuilder, TestCase, TestSuiteBuilder};
+use k8s_openapi::jiff::Timestamp;
+use quick_xml::Writer;
+use quick_xml::events::{BytesCData, BytesDecl, BytesEnd, BytesStart, Event};
 
 use super::event::{CaseResult, Outcome, RunResults};
 
@@ -13,7 +15,7 @@ use super::event::{CaseResult, Outcome, RunResults};
 pub enum JunitError {
     /// Rendering the XML failed.
     #[error("failed to render JUnit XML")]
-    Render(#[source] junit_report::Error),
+    Render(#[source] std::io::Error),
     /// Writing the file failed.
     #[error("failed to write {path}")]
     Write {
@@ -30,18 +32,89 @@ fn cdata_safe(s: &str) -> String {
     s.replace("]]>", "]] >")
 }
 
-fn duration(r: &CaseResult) -> junit_report::Duration {
-    junit_report::Duration::milliseconds(i64::try_from(r.duration.as_millis()).unwrap_or(i64::MAX))
+fn seconds(r: &CaseResult) -> String {
+    format!("{:.3}", r.duration.as_secs_f64())
 }
 
-fn testcase(r: &CaseResult) -> TestCase {
-    let mut tc = match &r.outcome {
-        Outcome::Pass => TestCase::success(&r.case, duration(r)),
+/// Counts of a set of results as JUnit names them: (tests, failures, errors, skipped).
+fn tally(cases: &[&CaseResult]) -> [(&'static str, String); 4] {
+    let count = |f: fn(&Outcome) -> bool| cases.iter().filter(|r| f(&r.outcome)).count();
+    [
+        ("tests", cases.len().to_string()),
+        (
+            "failures",
+            count(|o| matches!(o, Outcome::Fail(_))).to_string(),
+        ),
+        (
+            "errors",
+            count(|o| matches!(o, Outcome::Error { .. })).to_string(),
+        ),
+        (
+            "skipped",
+            count(|o| matches!(o, Outcome::Skip { .. } | Outcome::NotApplicable { .. }))
+                .to_string(),
+        ),
+    ]
+}
+
+type Xml = Writer<Vec<u8>>;
+
+fn start(w: &mut Xml, name: &str, attrs: &[(&str, &str)]) -> std::io::Result<()> {
+    let mut e = BytesStart::new(name);
+    for (k, v) in attrs {
+        e.push_attribute((*k, *v));
+    }
+    w.write_event(Event::Start(e))
+}
+
+fn empty(w: &mut Xml, name: &str, attrs: &[(&str, &str)]) -> std::io::Result<()> {
+    let mut e = BytesStart::new(name);
+    for (k, v) in attrs {
+        e.push_attribute((*k, *v));
+    }
+    w.write_event(Event::Empty(e))
+}
+
+fn end(w: &mut Xml, name: &str) -> std::io::Result<()> {
+    w.write_event(Event::End(BytesEnd::new(name)))
+}
+
+/// An element holding `text` as CDATA.
+fn cdata(w: &mut Xml, name: &str, attrs: &[(&str, &str)], text: &str) -> std::io::Result<()> {
+    start(w, name, attrs)?;
+    w.write_event(Event::CData(BytesCData::new(cdata_safe(text))))?;
+    end(w, name)
+}
+
+/// One `<testcase>`: its clauses and profile as `<properties>`, then its outcome
+/// (`<failure>` with the diff and timeline, `<error>`, `<skipped>`), then the timeline again as
+/// `<system-out>`; the order the JUnit schema gives.
+fn testcase(w: &mut Xml, r: &CaseResult) -> std::io::Result<()> {
+    let classname = format!("grove-conformance.{}", r.area);
+    let time = seconds(r);
+    start(
+        w,
+        "testcase",
+        &[
+            ("name", &r.case),
+            ("classname", &classname),
+            ("time", &time),
+        ],
+    )?;
+    start(w, "properties", &[])?;
+    for c in &r.clauses {
+        empty(w, "property", &[("name", "clause"), ("value", c)])?;
+    }
+    empty(
+        w,
+        "property",
+        &[("name", "profile"), ("value", r.profile.as_str())],
+    )?;
+    end(w, "properties")?;
+    match &r.outcome {
+        Outcome::Pass => {}
         Outcome::Fail(f) => {
-            let mut cause = String::new();
-            if let Some(d) = &f.diff {
-                cause.push_str(d);
-            }
+            let mut cause = f.diff.clone().unwrap_or_default();
             if let Some(t) = &f.timeline {
                 if !cause.is_empty() {
                     cause.push('\n');
@@ -49,110 +122,88 @@ fn testcase(r: &CaseResult) -> TestCase {
                 cause.push_str("timeline:\n");
                 cause.push_str(t);
             }
-            let mut tc = TestCase::failure(&r.case, duration(r), "fail", &f.message);
+            let attrs = [("type", "fail"), ("message", f.message.as_str())];
+            if cause.is_empty() {
+                empty(w, "failure", &attrs)?;
+            } else {
+                cdata(w, "failure", &attrs, &cause)?;
+            }
             if let Some(t) = &f.timeline {
-                tc.set_system_out(&cdata_safe(t));
+                cdata(w, "system-out", &[], t)?;
             }
-            if let junit_report::TestResult::Failure { cause: c, .. } = &mut tc.result {
-                *c = (!cause.is_empty()).then(|| cdata_safe(&cause));
-            }
-            tc
         }
-        Outcome::Skip { reason } => TestCase::skipped_with_cause(&r.case, "skip", reason),
-        Outcome::NotApplicable { reason } => TestCase::skipped_with_cause(
-            &r.case,
-            "not-applicable",
-            &format!("not applicable in this revision: {reason}"),
-        ),
-        Outcome::Error { message } => TestCase::error(&r.case, duration(r), "error", message),
-    };
-    tc.set_classname(&format!("grove-conformance.{}", r.area));
-    tc
+        Outcome::Skip { reason } => empty(w, "skipped", &[("message", reason)])?,
+        Outcome::NotApplicable { reason } => {
+            let message = format!("not applicable in this revision: {reason}");
+            empty(w, "skipped", &[("message", &message)])?;
+        }
+        Outcome::Error { message } => {
+            empty(w, "error", &[("type", "error"), ("message", message)])?;
+        }
+    }
+    end(w, "testcase")
 }
 
-fn escape_attr(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('"', "&quot;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+/// Renders JUnit XML for `results`: a `<testsuite>` per area, a `<testcase>` per case, written
+/// as XML elements (attributes escaped by the writer); `timestamp` stamps every testsuite
+/// (pass a fixed one in tests).
+pub fn junit(results: &RunResults, timestamp: Timestamp) -> Result<String, JunitError> {
+    let bytes = render(results, timestamp).map_err(JunitError::Render)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// Renders JUnit XML for `results`; `timestamp` stamps every testsuite (pass a fixed one in
-/// tests).
-pub fn junit(results: &RunResults, timestamp: OffsetDateTime) -> Result<String, JunitError> {
+fn render(results: &RunResults, timestamp: Timestamp) -> std::io::Result<Vec<u8>> {
     let mut areas: Vec<&str> = results.cases.iter().map(|r| r.area.as_str()).collect();
     areas.sort_unstable();
     areas.dedup();
-    let mut report = ReportBuilder::new();
-    let mut order: Vec<&CaseResult> = Vec::new();
-    for area in areas {
-        let mut cases: Vec<&CaseResult> = results.cases.iter().filter(|r| r.area == area).collect();
+    let stamp = timestamp.strftime("%Y-%m-%dT%H:%M:%S").to_string();
+    let mut w = Writer::new(Vec::new());
+    w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
+    let all: Vec<&CaseResult> = results.cases.iter().collect();
+    let counts = tally(&all);
+    let time = format!("{:.3}", results.duration.as_secs_f64());
+    let mut attrs: Vec<(&str, &str)> = vec![("name", "grove-conformance")];
+    attrs.extend(counts.iter().map(|(k, v)| (*k, v.as_str())));
+    attrs.push(("time", &time));
+    start(&mut w, "testsuites", &attrs)?;
+    for (id, area) in areas.iter().enumerate() {
+        let mut cases: Vec<&CaseResult> =
+            results.cases.iter().filter(|r| r.area == *area).collect();
         cases.sort_by(|a, b| a.case.cmp(&b.case));
         let name = if area.is_empty() {
             "grove-conformance".to_owned()
         } else {
             format!("grove-conformance.{area}")
         };
-        let suite = TestSuiteBuilder::new(&name)
-            .set_timestamp(timestamp)
-            .add_testcases(cases.iter().map(|r| testcase(r)))
-            .build();
-        report.add_testsuite(suite);
-        order.extend(cases);
-    }
-    let mut out = Vec::new();
-    report
-        .build()
-        .write_xml(&mut out)
-        .map_err(JunitError::Render)?;
-    let xml = String::from_utf8_lossy(&out).into_owned();
-    Ok(insert_properties(&xml, &order))
-}
-
-/// junit-report has no testcase properties: insert `<properties>` (clauses, profile) as the
-/// first child of each `<testcase>`, in document order.
-fn insert_properties(xml: &str, order: &[&CaseResult]) -> String {
-    let mut out = String::with_capacity(xml.len() + order.len() * 128);
-    let mut rest = xml;
-    for r in order {
-        let Some(at) = rest.find("<testcase ") else {
-            break;
-        };
-        let Some(end) = rest[at..].find('>').map(|e| at + e) else {
-            break;
-        };
-        let mut props = String::from("<properties>");
-        for c in &r.clauses {
-            props.push_str(&format!(
-                "<property name=\"clause\" value=\"{}\"/>",
-                escape_attr(c)
-            ));
+        let id = id.to_string();
+        let counts = tally(&cases);
+        let time = format!(
+            "{:.3}",
+            cases.iter().map(|r| r.duration.as_secs_f64()).sum::<f64>()
+        );
+        let mut attrs: Vec<(&str, &str)> = vec![("name", &name)];
+        attrs.extend(counts.iter().map(|(k, v)| (*k, v.as_str())));
+        attrs.extend([
+            ("time", time.as_str()),
+            ("timestamp", stamp.as_str()),
+            ("hostname", "localhost"),
+            ("id", id.as_str()),
+        ]);
+        start(&mut w, "testsuite", &attrs)?;
+        for r in cases {
+            testcase(&mut w, r)?;
         }
-        props.push_str(&format!(
-            "<property name=\"profile\" value=\"{}\"/></properties>",
-            r.profile
-        ));
-        let self_closing = rest[..end].ends_with('/');
-        if self_closing {
-            out.push_str(&rest[..end - 1]);
-            out.push('>');
-            out.push_str(&props);
-            out.push_str("</testcase>");
-        } else {
-            out.push_str(&rest[..=end]);
-            out.push_str(&props);
-        }
-        rest = &rest[end + 1..];
+        end(&mut w, "testsuite")?;
     }
-    out.push_str(rest);
-    out
+    end(&mut w, "testsuites")?;
+    Ok(w.into_inner())
 }
 
 /// Writes [`junit`] output to `path` (the `--junit PATH` option).
 pub fn write_junit(
     path: &Path,
     results: &RunResults,
-    timestamp: OffsetDateTime,
+    timestamp: Timestamp,
 ) -> Result<(), JunitError> {
     let xml = junit(results, timestamp)?;
     fs::write(path, xml).map_err(|source| JunitError::Write {

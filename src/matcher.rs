@@ -873,7 +873,7 @@ mod tests {
             &v
         ));
         assert!(!message_names_field("successful", "x.success", &v));
-        let text = Vocabulary::new(crate::vocab::Revision::Grep0285Text202608);
+        let text = Vocabulary::new(crate::vocab::Revision::Grep0285ProposalText);
         assert!(message_names_field(
             "success.completedNames: Required",
             "spec.policy.completion.success.targetNames",

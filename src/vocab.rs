@@ -21,7 +21,7 @@ pub enum Revision {
     #[default]
     Grep0285Review,
     /// `grep-0285-2026-08`: the GREP text of 2026-08-13 (`completedNames`, no empty markers).
-    Grep0285Text202608,
+    Grep0285ProposalText,
     /// `grove-pr-728`: the first partial implementation upstream (PodClique level only).
     GrovePr728,
 }
@@ -30,7 +30,7 @@ impl Revision {
     /// Every revision, default first (the column order of [`TABLE`]).
     pub const ALL: [Revision; 3] = [
         Revision::Grep0285Review,
-        Revision::Grep0285Text202608,
+        Revision::Grep0285ProposalText,
         Revision::GrovePr728,
     ];
 
@@ -38,7 +38,7 @@ impl Revision {
     pub fn id(self) -> &'static str {
         match self {
             Revision::Grep0285Review => "grep-0285-review",
-            Revision::Grep0285Text202608 => "grep-0285-2026-08",
+            Revision::Grep0285ProposalText => "grep-0285-2026-08",
             Revision::GrovePr728 => "grove-pr-728",
         }
     }
@@ -47,7 +47,7 @@ impl Revision {
     pub fn description(self) -> &'static str {
         match self {
             Revision::Grep0285Review => "the GREP as settled in review",
-            Revision::Grep0285Text202608 => "the GREP text of 2026-08-13",
+            Revision::Grep0285ProposalText => "the GREP text of 2026-08-13",
             Revision::GrovePr728 => "the first partial implementation upstream",
         }
     }
@@ -55,7 +55,7 @@ impl Revision {
     fn column(self) -> usize {
         match self {
             Revision::Grep0285Review => 0,
-            Revision::Grep0285Text202608 => 1,
+            Revision::Grep0285ProposalText => 1,
             Revision::GrovePr728 => 2,
         }
     }
@@ -278,34 +278,55 @@ const fn all(name: &'static str) -> Names {
     [Some(name), Some(name), Some(name)]
 }
 
-const fn grep(name: &'static str) -> Names {
+/// A name of the GREP's revisions only: `grove-pr-728` has no such thing.
+const fn proposal_only(name: &'static str) -> Names {
     [Some(name), Some(name), None]
 }
 
 /// THE vocabulary: every implementation-facing name, one row per term, one column per
 /// revision (in the order of [`Revision::ALL`]).
 pub const TABLE: &[(Term, Category, Names)] = &[
-    (Term::Policy, Category::PolicyField, grep("policy")),
-    (Term::Completion, Category::PolicyField, grep("completion")),
-    (Term::Success, Category::PolicyField, grep("success")),
+    (Term::Policy, Category::PolicyField, proposal_only("policy")),
+    (
+        Term::Completion,
+        Category::PolicyField,
+        proposal_only("completion"),
+    ),
+    (
+        Term::Success,
+        Category::PolicyField,
+        proposal_only("success"),
+    ),
     (
         Term::TargetNames,
         Category::PolicyField,
         [Some("targetNames"), Some("completedNames"), None],
     ),
-    (Term::Failure, Category::PolicyField, grep("failure")),
+    (
+        Term::Failure,
+        Category::PolicyField,
+        proposal_only("failure"),
+    ),
     (
         Term::MaxRestarts,
         Category::PolicyField,
-        grep("maxRestarts"),
+        proposal_only("maxRestarts"),
     ),
     (
         Term::ReplicaRestartCounts,
         Category::StatusField,
-        grep("replicaRestartCounts"),
+        proposal_only("replicaRestartCounts"),
     ),
-    (Term::Completed, Category::ConditionType, grep("Completed")),
-    (Term::Failed, Category::ConditionType, grep("Failed")),
+    (
+        Term::Completed,
+        Category::ConditionType,
+        proposal_only("Completed"),
+    ),
+    (
+        Term::Failed,
+        Category::ConditionType,
+        proposal_only("Failed"),
+    ),
     (
         Term::PhaseCompleted,
         Category::TerminalPhase,
@@ -319,12 +340,12 @@ pub const TABLE: &[(Term, Category, Names)] = &[
     (
         Term::CompletionCriteriaMet,
         Category::ConditionReason,
-        grep("CompletionCriteriaMet"),
+        proposal_only("CompletionCriteriaMet"),
     ),
     (
         Term::RestartBudgetExhaustedReason,
         Category::ConditionReason,
-        grep("RestartBudgetExhausted"),
+        proposal_only("RestartBudgetExhausted"),
     ),
     (
         Term::MinAvailableBreached,
@@ -374,18 +395,22 @@ pub const TABLE: &[(Term, Category, Names)] = &[
     (
         Term::JobCompleted,
         Category::EventReason,
-        grep("JobCompleted"),
+        proposal_only("JobCompleted"),
     ),
-    (Term::JobFailed, Category::EventReason, grep("JobFailed")),
+    (
+        Term::JobFailed,
+        Category::EventReason,
+        proposal_only("JobFailed"),
+    ),
     (
         Term::GangRestartTriggered,
         Category::EventReason,
-        grep("GangRestartTriggered"),
+        proposal_only("GangRestartTriggered"),
     ),
     (
         Term::RestartBudgetExhaustedEvent,
         Category::EventReason,
-        grep("RestartBudgetExhausted"),
+        proposal_only("RestartBudgetExhausted"),
     ),
     (
         Term::PcsgReplicaDeleteSuccessful,
@@ -410,7 +435,7 @@ pub const TABLE: &[(Term, Category, Names)] = &[
     (
         Term::LabelRestartAttempt,
         Category::Label,
-        grep("grove.io/restart-attempt"),
+        proposal_only("grove.io/restart-attempt"),
     ),
     (
         Term::LabelPcsReplicaIndex,
@@ -1057,7 +1082,7 @@ impl Vocabulary {
         };
         match self.revision {
             Revision::Grep0285Review => Ok(()),
-            Revision::Grep0285Text202608 => {
+            Revision::Grep0285ProposalText => {
                 self.spell_out_defaults(completion);
                 Ok(())
             }
@@ -1119,7 +1144,7 @@ impl Vocabulary {
         let completion_at = format!("{at}.{}.{}", src(Term::Policy), src(Term::Completion));
         match self.revision {
             Revision::Grep0285Review => Ok(()),
-            Revision::Grep0285Text202608 => {
+            Revision::Grep0285ProposalText => {
                 if let Some(completion) = spec
                     .get_mut(src(Term::Policy))
                     .and_then(|p| p.get_mut(src(Term::Completion)))
@@ -1336,7 +1361,7 @@ mod tests {
     #[test]
     fn names_differ_by_revision() {
         let review = Vocabulary::new(Revision::Grep0285Review);
-        let text = Vocabulary::new(Revision::Grep0285Text202608);
+        let text = Vocabulary::new(Revision::Grep0285ProposalText);
         let pr = Vocabulary::new(Revision::GrovePr728);
         assert_eq!(review.name(Term::TargetNames), Some("targetNames"));
         assert_eq!(text.name(Term::TargetNames), Some("completedNames"));
@@ -1402,7 +1427,7 @@ mod tests {
 
     #[test]
     fn translation_to_the_2026_08_text_renames_and_spells_out_defaults() {
-        let v = Vocabulary::new(Revision::Grep0285Text202608);
+        let v = Vocabulary::new(Revision::Grep0285ProposalText);
         let out = v
             .translate_manifest(Kind::PodCliqueSet, &leader_worker())
             .unwrap();

@@ -155,7 +155,10 @@ steps:
     assert_eq!(case.timeout.unwrap().to_string(), "1m30s");
     assert_eq!(
         case.revisions,
-        Some(vec![Revision::Grep0285Review, Revision::Grep0285Text202608])
+        Some(vec![
+            Revision::Grep0285Review,
+            Revision::Grep0285ProposalText
+        ])
     );
     let kinds: Vec<&str> = case.steps.iter().map(|s| s.kind.keyword()).collect();
     assert_eq!(
@@ -430,7 +433,7 @@ fn applicability_follows_the_revision() {
         Applicability::Applies
     );
     assert_eq!(
-        cat.applicability(lw, Revision::Grep0285Text202608),
+        cat.applicability(lw, Revision::Grep0285ProposalText),
         Applicability::Applies
     );
     let Applicability::NotApplicable(why) = cat.applicability(lw, Revision::GrovePr728) else {
@@ -447,7 +450,7 @@ fn applicability_follows_the_revision() {
     let case = catalog::parse_case_with_fixtures(Path::new("only-review.yaml"), text, &fixtures())
         .unwrap();
     assert_eq!(
-        cat.applicability(&case, Revision::Grep0285Text202608),
+        cat.applicability(&case, Revision::Grep0285ProposalText),
         Applicability::NotApplicable("the case applies only to revisions grep-0285-review".into())
     );
 }

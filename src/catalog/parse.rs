@@ -71,7 +71,7 @@ fn parse(
     known_fixtures: Option<&BTreeSet<String>>,
 ) -> Result<Case, Vec<Diagnostic>> {
     let root = yaml::parse(text).map_err(|e| vec![Diagnostic::at(path, e.pos, "", e.message)])?;
-    let mut cx = Cx {
+    let mut cx = Parser {
         file: path,
         diags: Vec::new(),
         terms: BTreeSet::new(),
@@ -92,7 +92,7 @@ fn parse(
     }
 }
 
-struct Cx<'a> {
+struct Parser<'a> {
     file: &'a Path,
     diags: Vec<Diagnostic>,
     terms: BTreeSet<Term>,
@@ -143,7 +143,7 @@ fn is_dns_name(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
-impl<'a> Cx<'a> {
+impl<'a> Parser<'a> {
     fn error(&mut self, pos: Pos, field: &str, message: impl Into<String>) {
         self.diags
             .push(Diagnostic::at(self.file, pos, field, message.into()));

@@ -218,7 +218,7 @@ fn rand_suffix() -> u32 {
     (h.finish() & 0xffff) as u32
 }
 
-struct Ctx<'a> {
+struct CaseRun<'a> {
     run: &'a RunContext,
     case: &'a Case,
     namespace: String,
@@ -307,7 +307,7 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
     } else {
         run.shared_instance.clone()
     };
-    let mut ctx = Ctx {
+    let mut ctx = CaseRun {
         run,
         case,
         namespace: namespace.clone(),
@@ -397,7 +397,7 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
     outcome
 }
 
-async fn execute(ctx: &mut Ctx<'_>) -> Result<(), StepError> {
+async fn execute(ctx: &mut CaseRun<'_>) -> Result<(), StepError> {
     for (index, step) in ctx.case.steps.iter().enumerate() {
         let _ = ctx.run.events.send(RunEvent::StepStarted {
             case: ctx.case.name.clone(),
@@ -478,7 +478,7 @@ fn api_error_text(e: &kube::Error) -> String {
     }
 }
 
-impl Ctx<'_> {
+impl CaseRun<'_> {
     fn api(&self, kind: Kind) -> Api<DynamicObject> {
         Api::namespaced_with(
             self.run.client.clone(),

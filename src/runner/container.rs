@@ -42,10 +42,14 @@ pub enum ContainerError {
 
 /// Whether a Docker engine answers (`docker info`), with the reason when not.
 pub fn docker_available() -> Result<(), ContainerError> {
+    probe().map_err(ContainerError::NoDocker)
+}
+
+fn probe() -> Result<(), String> {
     let output = Command::new("docker")
         .args(["info", "--format", "{{.ServerVersion}}"])
         .output()
-        .map_err(|e| ContainerError::NoDocker(format!("`docker` cannot run: {e}")))?;
+        .map_err(|e| format!("`docker` cannot run: {e}"))?;
     if output.status.success() {
         Ok(())
     } else {
@@ -54,8 +58,22 @@ pub fn docker_available() -> Result<(), ContainerError> {
             .lines()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("`docker info` failed");
-        Err(ContainerError::NoDocker(line.trim().to_string()))
+        Err(line.trim().to_string())
     }
+}
+
+/// The engine answers, asked once per process; the first time, containers of killed harnesses
+/// are removed too. Containers start once per case, and neither answer changes within a run.
+fn engine_ready() -> Result<(), ContainerError> {
+    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    READY
+        .get_or_init(|| {
+            probe()?;
+            reap_orphans();
+            Ok(())
+        })
+        .clone()
+        .map_err(ContainerError::NoDocker)
 }
 
 /// Removes containers left by harness processes that no longer run (a SIGKILLed harness cannot
@@ -168,8 +186,7 @@ impl Container {
         mounts: &[PathBuf],
         log: &Path,
     ) -> Result<Container, ContainerError> {
-        docker_available()?;
-        reap_orphans();
+        engine_ready()?;
         let scratch = tempfile::Builder::new()
             .prefix("grove-conformance-container-")
             .tempdir()

@@ -858,7 +858,7 @@ fn a_sigkill_in_the_middle_of_a_restart_still_counts_one_restart() {
             let pods = start_all_ranks_job(&w, 4, 2).await;
             let first: PodClique = wait_for(&w, "job-0-worker", "the clique", |_| true).await;
             let seen = Arc::new(Mutex::new(BTreeSet::new()));
-            let counts_seen = record_counts(&w, "job", seen.clone());
+            let counts_seen = record_counts(&w, "job", seen.clone()).await;
 
             exit_all(&w, &pods[..1], 1).await;
             // The count is persisted; the deletes and recreations are under way: kill now (O3).
@@ -915,25 +915,38 @@ fn a_sigkill_in_the_middle_of_a_restart_still_counts_one_restart() {
     );
 }
 
-/// Records every `replicaRestartCounts` value PodCliqueSet `name` shows.
-fn record_counts(
+/// Records every `replicaRestartCounts` value PodCliqueSet `name` shows; returns once the
+/// watch has listed, so no value written afterwards can be missed.
+async fn record_counts(
     w: &World,
     name: &str,
     seen: Arc<Mutex<BTreeSet<Vec<i64>>>>,
 ) -> tokio::task::JoinHandle<()> {
     let api: Api<PodCliqueSet> = Api::namespaced(w.client.clone(), &w.ns);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    tokio::spawn(async move {
-        let mut events = watcher(api, config)
-            .default_backoff()
-            .applied_objects()
-            .boxed();
+    let (listed_tx, listed) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut listed_tx = Some(listed_tx);
+        let mut events = watcher(api, config).default_backoff().boxed();
         while let Some(event) = events.next().await {
-            if let Ok(pcs) = event {
-                seen.lock().unwrap().insert(counts(&pcs));
+            match event {
+                Ok(watcher::Event::Apply(pcs) | watcher::Event::InitApply(pcs)) => {
+                    seen.lock().unwrap().insert(counts(&pcs));
+                }
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(tx) = listed_tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                _ => {}
             }
         }
-    })
+    });
+    tokio::time::timeout(WAIT, listed)
+        .await
+        .expect("the count watch lists in time")
+        .expect("the count watch runs");
+    task
 }
 
 // =============================================================================================

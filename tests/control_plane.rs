@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use grove_conformance::embedded::{self, EmbeddedCluster, Shared};
 use grove_conformance::kubelet::{NodeLoss, Taint};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
@@ -11,7 +11,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -217,21 +217,7 @@ fn an_eviction_removes_a_running_pod_with_disruption_target() {
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let running = create_running(&client, &ns, "victim", "Never").await;
         let uid = running.uid().unwrap();
-        let watch = watcher(
-            pods.clone(),
-            watcher::Config::default().fields("metadata.name=victim"),
-        );
-        let seen = tokio::spawn(async move {
-            watch
-                .touched_objects()
-                .try_take_while(|p| {
-                    futures::future::ready(Ok(
-                        phase(p) != Some("Failed") || p.metadata.deletion_timestamp.is_none()
-                    ))
-                })
-                .collect::<Vec<_>>()
-                .await
-        });
+        let seen = states_until_deleted(&pods, "victim").await;
         cluster.fleet.evict(&ns, "victim").await.unwrap();
         tokio::time::timeout(
             WAIT,
@@ -240,12 +226,12 @@ fn an_eviction_removes_a_running_pod_with_disruption_target() {
         .await
         .expect("the evicted pod was not removed")
         .unwrap();
-        let history: Vec<Pod> = tokio::time::timeout(Duration::from_secs(5), seen)
+        let history: Vec<Pod> = tokio::time::timeout(WAIT, seen)
             .await
             .unwrap()
             .unwrap()
             .into_iter()
-            .filter_map(Result::ok)
+            .map(|(p, _)| p)
             .collect();
         let disrupted = history.iter().any(|p| {
             p.status
@@ -263,41 +249,61 @@ fn an_eviction_removes_a_running_pod_with_disruption_target() {
     });
 }
 
-/// Watches pod `name` from now until it is deleted, recording each phase seen
-/// (`deleted:<phase>` last). Returns once the watch is established.
-async fn phases_until_deleted(pods: &Api<Pod>, name: &str) -> tokio::task::JoinHandle<Vec<String>> {
+/// Watches pod `name` from now until it is deleted, recording each state seen, the deleted
+/// one last (`true` marks it). Returns once the watch has listed: a change before that could
+/// be missed.
+async fn states_until_deleted(
+    pods: &Api<Pod>,
+    name: &str,
+) -> tokio::task::JoinHandle<Vec<(Pod, bool)>> {
     let stream = watcher(
         pods.clone(),
         watcher::Config::default().fields(&format!("metadata.name={name}")),
     );
     let (tx, rx) = tokio::sync::oneshot::channel();
     let collect = tokio::spawn(async move {
-        let mut phases = Vec::new();
+        let mut states = Vec::new();
         let mut stream = stream.boxed();
         let mut listed = Some(tx);
         while let Some(Ok(event)) = stream.next().await {
             match event {
-                // Established only once the first listing is in: a delete before that
-                // would never be seen.
                 watcher::Event::InitDone => {
                     if let Some(tx) = listed.take() {
                         let _ = tx.send(());
                     }
                 }
-                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
-                    phases.push(phase(&p).unwrap_or("").to_string())
-                }
+                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => states.push((p, false)),
                 watcher::Event::Delete(p) => {
-                    phases.push(format!("deleted:{}", phase(&p).unwrap_or("")));
+                    states.push((p, true));
                     break;
                 }
-                _ => {}
+                watcher::Event::Init => {}
             }
         }
-        phases
+        states
     });
     rx.await.unwrap();
     collect
+}
+
+/// The phases [`states_until_deleted`] saw (`deleted:<phase>` last).
+async fn phases_until_deleted(pods: &Api<Pod>, name: &str) -> tokio::task::JoinHandle<Vec<String>> {
+    let states = states_until_deleted(pods, name).await;
+    tokio::spawn(async move {
+        states
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(p, deleted)| {
+                let phase = phase(&p).unwrap_or("");
+                if deleted {
+                    format!("deleted:{phase}")
+                } else {
+                    phase.to_string()
+                }
+            })
+            .collect()
+    })
 }
 
 /// Waits for pod `name` (`uid`) to be deleted and checks that no terminal phase was ever

@@ -98,7 +98,7 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
         let context = RunContext {
             client: target.client.clone(),
             kubeconfig: target.kubeconfig.clone(),
-            fleet: target.fleet.clone(),
+            pods: target.pods.clone(),
             implementation,
             shared_instance: None,
             vocab: Vocabulary::new(Revision::default()),

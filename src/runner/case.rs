@@ -15,13 +15,12 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use super::implementation::{ImplementationSpec, Instance};
 use super::observe::{Observer, api_resource, current_uids};
-use super::real_pods::RealPods;
+use super::pods::PodDriver;
 use crate::catalog::{
     Applicability, Case, Catalog, ControllerAction, ControllerStep, Delete, DeletionTarget,
     Expectation, PodAction, PodSelector, PodStep, Reject, Remember, Request, StepKind, Subresource,
     Target, Trigger, UidSubject, Update, merge_patch,
 };
-use crate::kubelet::{Fleet, NodeLoss};
 use crate::matcher::{self, Snapshot};
 use crate::report::{CaseResult, Failure, Outcome, RunEvent};
 use crate::vocab::{Kind, Vocabulary};
@@ -39,8 +38,8 @@ pub struct RunContext {
     pub client: Client,
     /// Its kubeconfig (handed to the implementation).
     pub kubeconfig: PathBuf,
-    /// The simulated fleet, on the embedded target.
-    pub fleet: Option<Arc<Fleet>>,
+    /// How pod actions reach pods.
+    pub pods: PodDriver,
     /// The implementation under test.
     pub implementation: ImplementationSpec,
     /// A single instance serving every case, when the implementation is not per-case.
@@ -150,23 +149,10 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
                         .into(),
                 );
             }
-            StepKind::Pods(p)
-                if ctx.fleet.is_none()
-                    && matches!(
-                        p.action,
-                        PodAction::Unready | PodAction::Ready | PodAction::LoseNode(_)
-                    ) =>
-            {
-                return Some(format!(
-                    "the pod action `{}` needs the embedded target's simulated kubelet",
-                    p.action.keyword()
-                ));
-            }
-            StepKind::Pods(p) if ctx.fleet.is_none() && p.without_terminal_phase => {
-                return Some(format!(
-                    "`{}` with `terminal-phase: false` needs the embedded target's simulated kubelet (a real kubelet writes the terminal phase)",
-                    p.action.keyword()
-                ));
+            StepKind::Pods(p) => {
+                if let Some(reason) = ctx.pods.unsupported(p.action, p.without_terminal_phase) {
+                    return Some(reason);
+                }
             }
             _ => {}
         }
@@ -285,8 +271,13 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
             message: format!("failed to create namespace {namespace}: {e}"),
         };
     }
-    let observer =
-        Observer::start(run.client.clone(), &namespace, run.vocab, run.fleet.clone()).await;
+    let observer = Observer::start(
+        run.client.clone(),
+        &namespace,
+        run.vocab,
+        run.pods.fleet().cloned(),
+    )
+    .await;
     let log = run.log_dir.join(format!("{}.log", case.name));
     let instance = if run.implementation.per_case() {
         let started =
@@ -361,9 +352,9 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
     for trigger in ctx.triggers.drain(..) {
         trigger.abort();
     }
-    if let Some(fleet) = &run.fleet {
-        for node in ctx.lost_nodes.drain(..) {
-            let _ = fleet.recover_node(&node).await;
+    for node in ctx.lost_nodes.drain(..) {
+        if let Err(e) = run.pods.recover_node(&node).await {
+            tracing::warn!(node, error = %e, "a lost node did not recover");
         }
     }
     if run.implementation.per_case()
@@ -793,45 +784,8 @@ impl CaseRun<'_> {
         }
     }
 
-    /// Pod actions on a real cluster (no simulated kubelet).
-    async fn real_pods(&mut self, step: &PodStep) -> Result<(), StepError> {
-        let pods = RealPods::new(self.run.client.clone(), self.run.kubeconfig.clone());
-        let running = matches!(step.action, PodAction::Exit(_));
-        let names = self.selected_pods(&step.selector, running).await?;
-        let ns = self.namespace.clone();
-        for name in &names {
-            let uid = self.observer.with_snapshot(|s| {
-                s.pods
-                    .iter()
-                    .find(|p| p.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
-                    .map(uid)
-                    .unwrap_or_default()
-            });
-            if !matches!(step.action, PodAction::Exit(_)) {
-                self.observer.harness_deleted(&uid);
-            }
-            let result = match step.action {
-                PodAction::Exit(code) => pods.exit(&ns, name, code).await,
-                PodAction::Evict => pods.evict(&ns, name).await,
-                PodAction::Preempt => pods.preempt(&ns, name, &uid).await,
-                PodAction::Delete => pods.delete(&ns, name, &uid, false).await,
-                PodAction::ForceDelete => pods.delete(&ns, name, &uid, true).await,
-                PodAction::Unready | PodAction::Ready | PodAction::LoseNode(_) => {
-                    return Err(StepError::Skip(format!(
-                        "the pod action `{}` needs the embedded target's simulated kubelet",
-                        step.action.keyword()
-                    )));
-                }
-            };
-            result.map_err(|e| fail(format!("failed to {} {name}: {e}", step.action.keyword())))?;
-        }
-        Ok(())
-    }
-
     async fn pods(&mut self, step: &PodStep) -> Result<(), StepError> {
-        let Some(fleet) = self.run.fleet.clone() else {
-            return self.real_pods(step).await;
-        };
+        let driver = self.run.pods.clone();
         // A node is lost whatever its pods' phases (a Succeeded pod goes with it too).
         let running = matches!(
             step.action,
@@ -839,49 +793,47 @@ impl CaseRun<'_> {
         );
         let names = self.selected_pods(&step.selector, running).await?;
         let ns = self.namespace.clone();
-        let failed = |e: crate::kubelet::FleetError| {
+        let failed = |e: String| {
             fail(format!(
                 "failed to {} {}: {e}",
                 step.action.keyword(),
                 step.selector
             ))
         };
-        match step.action {
-            PodAction::LoseNode(how) => {
-                let mut nodes = Vec::new();
-                for name in &names {
-                    let node = fleet.node_of(&ns, name).await.map_err(failed)?;
-                    if !nodes.contains(&node) {
-                        nodes.push(node);
-                    }
-                }
-                let how = match how {
-                    crate::catalog::NodeLoss::Vanish => NodeLoss::Vanish,
-                    crate::catalog::NodeLoss::FailFirst => NodeLoss::FailedFirst,
-                };
-                for node in nodes {
-                    fleet.lose_node(&node, how).await.map_err(failed)?;
-                    self.lost_nodes.push(node);
+        if let PodAction::LoseNode(how) = step.action {
+            let mut nodes = Vec::new();
+            for name in &names {
+                let node = driver.node_of(&ns, name).await.map_err(failed)?;
+                if !nodes.contains(&node) {
+                    nodes.push(node);
                 }
             }
-            action => {
-                for name in &names {
-                    if step.without_terminal_phase {
-                        fleet.omit_terminal_phase(&ns, name).await.map_err(failed)?;
-                    }
-                    match action {
-                        PodAction::Exit(code) => fleet.exit(&ns, name, code).await,
-                        PodAction::Unready => fleet.set_ready(&ns, name, false).await,
-                        PodAction::Ready => fleet.set_ready(&ns, name, true).await,
-                        PodAction::Evict => fleet.evict(&ns, name).await,
-                        PodAction::Preempt => fleet.preempt(&ns, name).await,
-                        PodAction::Delete => fleet.delete(&ns, name).await,
-                        PodAction::ForceDelete => fleet.force_delete(&ns, name).await,
-                        PodAction::LoseNode(_) => unreachable!("handled above"),
-                    }
-                    .map_err(failed)?;
+            for node in nodes {
+                self.lost_nodes.push(node.clone());
+                for uid in driver.lose_node(&node, how).await.map_err(failed)? {
+                    self.observer.harness_deleted(&uid);
                 }
             }
+            return Ok(());
+        }
+        for name in &names {
+            if !matches!(
+                step.action,
+                PodAction::Exit(_) | PodAction::Ready | PodAction::Unready
+            ) {
+                let uid = self.observer.with_snapshot(|s| {
+                    s.pods
+                        .iter()
+                        .find(|p| p.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+                        .map(uid)
+                        .unwrap_or_default()
+                });
+                self.observer.harness_deleted(&uid);
+            }
+            driver
+                .act(&ns, name, step.action, step.without_terminal_phase)
+                .await
+                .map_err(failed)?;
         }
         Ok(())
     }

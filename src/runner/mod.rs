@@ -9,10 +9,12 @@ pub mod case;
 pub mod container;
 pub mod implementation;
 pub mod observe;
+pub mod pods;
 pub mod real_pods;
 mod run;
 pub mod target;
 
 pub use implementation::{ImplementationSpec, Instance};
+pub use pods::PodDriver;
 pub use run::{RunSettings, Selection, default_jobs, run_cases};
 pub use target::{TargetGuard, TargetHandles, TargetSpec, acquire};

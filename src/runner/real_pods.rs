@@ -1,32 +1,90 @@
 //! Driving pods on a real cluster (kind, or any kubeconfig), where there is no simulated
 //! kubelet: fixture containers wait for `/tmp/exit-code` and exit with the code written there,
-//! so an exit is a `kubectl exec`; evictions, preemptions and deletes go through the API as
-//! on the embedded target. Readiness flips and node loss need the simulated kubelet.
+//! so an exit is a `kubectl exec`; their readiness probe fails while `/tmp/unready` exists, so
+//! a readiness flip is a `kubectl exec` too; evictions, preemptions and deletes go through the
+//! API as on the embedded target. On kind a node is lost by killing its container and starting
+//! it again: the node lifecycle controller marks it NotReady and the taint-based eviction
+//! deletes its pods, which the restarted kubelet then finishes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
-use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::runtime::wait::await_condition;
 use serde_json::json;
 
 /// The file a fixture container waits for; its content is the exit code.
 pub const EXIT_CODE_FILE: &str = "/tmp/exit-code";
+/// While this file exists, a fixture container's readiness probe fails.
+pub const UNREADY_FILE: &str = "/tmp/unready";
+/// How long a lost node may take to be noticed (NotReady) and to have its pods evicted, and a
+/// restarted one to be Ready again.
+pub const NODE_TRANSITION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How the harness can take a node away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeControl {
+    /// It cannot (a cluster it did not make).
+    Unavailable,
+    /// Each node is a Docker container of the same name (kind).
+    DockerContainers,
+}
 
 /// Pod actions on a real cluster.
 #[derive(Clone)]
 pub struct RealPods {
     client: Client,
     kubeconfig: PathBuf,
+    nodes: NodeControl,
 }
 
 impl std::fmt::Debug for RealPods {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RealPods")
             .field("kubeconfig", &self.kubeconfig)
+            .field("nodes", &self.nodes)
             .finish_non_exhaustive()
     }
+}
+
+/// The `kubectl exec` that makes fixture containers unready (`false`) or ready again.
+pub fn readiness_command(kubeconfig: &Path, namespace: &str, pod: &str, ready: bool) -> Command {
+    let mut command = Command::new("kubectl");
+    command
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--namespace", namespace, "exec", pod, "--", "sh", "-c"])
+        .arg(if ready {
+            format!("rm -f {UNREADY_FILE}")
+        } else {
+            format!("touch {UNREADY_FILE}")
+        });
+    command
+}
+
+async fn run(mut command: Command, what: &str) -> Result<(), String> {
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("failed to run {what}: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).trim().to_string())
+    }
+}
+
+fn node_ready(node: &Node) -> Option<bool> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status == "True")
 }
 
 /// The `kubectl exec` that makes a fixture container exit with `code`.
@@ -41,23 +99,136 @@ pub fn exit_command(kubeconfig: &Path, namespace: &str, pod: &str, code: i32) ->
 }
 
 impl RealPods {
-    /// Pod actions through `client`, and `kubectl` with `kubeconfig` for exits.
-    pub fn new(client: Client, kubeconfig: PathBuf) -> Self {
-        RealPods { client, kubeconfig }
+    /// Pod actions through `client`, `kubectl` with `kubeconfig` for exec, and `nodes` for
+    /// node loss.
+    pub fn new(client: Client, kubeconfig: PathBuf, nodes: NodeControl) -> Self {
+        RealPods {
+            client,
+            kubeconfig,
+            nodes,
+        }
+    }
+
+    /// Whether the harness can take this target's nodes away.
+    pub fn can_lose_nodes(&self) -> bool {
+        self.nodes != NodeControl::Unavailable
     }
 
     /// Makes the pod's container exit with `code` (via `kubectl exec`).
     pub async fn exit(&self, namespace: &str, pod: &str, code: i32) -> Result<(), String> {
-        let mut command = exit_command(&self.kubeconfig, namespace, pod, code);
-        let output = tokio::task::spawn_blocking(move || command.output())
+        run(
+            exit_command(&self.kubeconfig, namespace, pod, code),
+            "kubectl",
+        )
+        .await
+    }
+
+    /// Makes the pod unready (`false`) or ready again, through its readiness probe, and waits
+    /// until its `Ready` condition says so.
+    pub async fn set_ready(&self, namespace: &str, pod: &str, ready: bool) -> Result<(), String> {
+        run(
+            readiness_command(&self.kubeconfig, namespace, pod, ready),
+            "kubectl",
+        )
+        .await?;
+        let want = if ready { "True" } else { "False" };
+        let flipped = move |p: Option<&Pod>| {
+            p.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == want))
+        };
+        tokio::time::timeout(
+            NODE_TRANSITION_TIMEOUT,
+            await_condition(self.api(namespace), pod, flipped),
+        )
+        .await
+        .map_err(|_| format!("its Ready condition did not turn {want}: does the container have the readiness probe on {UNREADY_FILE}?"))?
+        .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// The node the pod is bound to.
+    pub async fn node_of(&self, namespace: &str, pod: &str) -> Result<String, String> {
+        let found = self
+            .api(namespace)
+            .get(pod)
             .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| format!("failed to run kubectl: {e}"))?;
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(String::from_utf8_lossy(&output.stderr).trim().to_string())
+            .map_err(|e| e.to_string())?;
+        found
+            .spec
+            .and_then(|s| s.node_name)
+            .ok_or_else(|| format!("pod {namespace}/{pod} is not bound to a node"))
+    }
+
+    /// Kills the node's container, waits until the control plane has noticed (NotReady) and
+    /// the taint-based eviction has marked its pods for deletion, then starts it again so its
+    /// kubelet finishes them. Returns the UIDs of the pods that were on it.
+    pub async fn lose_node(&self, node: &str) -> Result<Vec<String>, String> {
+        if self.nodes != NodeControl::DockerContainers {
+            return Err("this target's nodes cannot be stopped".into());
         }
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let on_node = pods
+            .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+            .await
+            .map_err(|e| e.to_string())?;
+        let victims: Vec<(String, String, String)> = on_node
+            .items
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() != Some("kube-system"))
+            .map(|p| {
+                (
+                    p.metadata.namespace.clone().unwrap_or_default(),
+                    p.metadata.name.clone().unwrap_or_default(),
+                    p.metadata.uid.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        let mut kill = Command::new("docker");
+        kill.args(["kill", node]);
+        run(kill, "docker").await?;
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let not_ready = |n: Option<&Node>| n.and_then(node_ready) == Some(false);
+        tokio::time::timeout(
+            NODE_TRANSITION_TIMEOUT,
+            await_condition(nodes, node, not_ready),
+        )
+        .await
+        .map_err(|_| format!("node {node} was not marked NotReady after its container was killed"))?
+        .map_err(|e| e.to_string())?;
+        for (namespace, name, uid) in &victims {
+            let uid = uid.clone();
+            let marked = move |p: Option<&Pod>| {
+                p.is_none_or(|p| {
+                    p.metadata.uid.as_deref() != Some(uid.as_str())
+                        || p.metadata.deletion_timestamp.is_some()
+                })
+            };
+            tokio::time::timeout(
+                NODE_TRANSITION_TIMEOUT,
+                await_condition(self.api(namespace), name, marked),
+            )
+            .await
+            .map_err(|_| {
+                format!("pod {namespace}/{name} on the lost node {node} was never evicted")
+            })?
+            .map_err(|e| e.to_string())?;
+        }
+        let mut start = Command::new("docker");
+        start.args(["start", node]);
+        run(start, "docker").await?;
+        Ok(victims.into_iter().map(|(_, _, uid)| uid).collect())
+    }
+
+    /// Waits until a node lost with [`RealPods::lose_node`] is Ready again.
+    pub async fn recover_node(&self, node: &str) -> Result<(), String> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let ready = |n: Option<&Node>| n.and_then(node_ready) == Some(true);
+        tokio::time::timeout(NODE_TRANSITION_TIMEOUT, await_condition(nodes, node, ready))
+            .await
+            .map_err(|_| format!("node {node} was not Ready again after its container restarted"))?
+            .map_err(|e| e.to_string())?;
+        Ok(())
     }
 
     fn api(&self, namespace: &str) -> Api<Pod> {
@@ -73,8 +244,18 @@ impl RealPods {
             .map_err(|e| e.to_string())
     }
 
+    async fn uid(&self, namespace: &str, pod: &str) -> Result<String, String> {
+        let found = self
+            .api(namespace)
+            .get(pod)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(found.metadata.uid.unwrap_or_default())
+    }
+
     /// `DisruptionTarget` (`PreemptionByScheduler`), then a graceful delete.
-    pub async fn preempt(&self, namespace: &str, pod: &str, uid: &str) -> Result<(), String> {
+    pub async fn preempt(&self, namespace: &str, pod: &str) -> Result<(), String> {
+        let uid = self.uid(namespace, pod).await?;
         let patch = json!({"status": {"conditions": [{
             "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
             "message": "preempted by grove-conformance",
@@ -83,11 +264,17 @@ impl RealPods {
             .patch_status(pod, &PatchParams::default(), &Patch::Strategic(&patch))
             .await
             .map_err(|e| e.to_string())?;
-        self.delete(namespace, pod, uid, false).await
+        self.delete_uid(namespace, pod, &uid, false).await
     }
 
-    /// A delete, graceful or forced (grace 0), with a UID precondition.
-    pub async fn delete(
+    /// A delete, graceful or forced (grace 0).
+    pub async fn delete(&self, namespace: &str, pod: &str, force: bool) -> Result<(), String> {
+        let uid = self.uid(namespace, pod).await?;
+        self.delete_uid(namespace, pod, &uid, force).await
+    }
+
+    /// A delete with a UID precondition.
+    async fn delete_uid(
         &self,
         namespace: &str,
         pod: &str,
@@ -140,7 +327,19 @@ mod tests {
     }
 
     #[test]
-    fn every_fixture_container_waits_for_the_exit_code_file() {
+    fn a_readiness_flip_creates_or_removes_the_file_the_probe_tests() {
+        let args = |ready| {
+            readiness_command(Path::new("/k"), "ns1", "p", ready)
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(args(false).last().unwrap(), "touch /tmp/unready");
+        assert_eq!(args(true).last().unwrap(), "rm -f /tmp/unready");
+    }
+
+    #[test]
+    fn every_fixture_container_waits_for_the_exit_code_file_and_probes_readiness() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -160,6 +359,17 @@ mod tests {
                         .get("command")
                         .map(|c| c.to_string())
                         .unwrap_or_default();
+                    let probe = container
+                        .pointer("/readinessProbe/exec/command")
+                        .map(|c| c.to_string())
+                        .unwrap_or_default();
+                    assert!(
+                        probe.contains(UNREADY_FILE),
+                        "{}: container {} of clique {} has no readiness probe on {UNREADY_FILE}, so its readiness cannot be flipped on a real cluster",
+                        path.display(),
+                        container["name"],
+                        clique["name"]
+                    );
                     assert!(
                         command.contains(EXIT_CODE_FILE),
                         "{}: container {} of clique {} does not wait for {EXIT_CODE_FILE}, so it cannot be driven on a real cluster",

@@ -140,7 +140,7 @@ pub async fn run_cases(
     let context = Arc::new(RunContext {
         client: target.client.clone(),
         kubeconfig: target.kubeconfig.clone(),
-        fleet: target.fleet.clone(),
+        pods: target.pods.clone(),
         implementation: settings.implementation.clone(),
         shared_instance,
         vocab: settings.vocab,

@@ -7,7 +7,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -15,9 +14,10 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+use super::pods::PodDriver;
+use super::real_pods::{NodeControl, RealPods};
 use crate::cluster::write_private;
 use crate::embedded::{EmbeddedCluster, EmbeddedOptions};
-use crate::kubelet::Fleet;
 
 /// Which cluster to run on.
 #[derive(Debug, Clone)]
@@ -47,15 +47,15 @@ pub struct TargetHandles {
     pub client: Client,
     /// Its kubeconfig (for the implementation).
     pub kubeconfig: PathBuf,
-    /// The simulated fleet, on the embedded target.
-    pub fleet: Option<Arc<Fleet>>,
+    /// How pod actions reach pods.
+    pub pods: PodDriver,
 }
 
 impl std::fmt::Debug for TargetHandles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TargetHandles")
             .field("kubeconfig", &self.kubeconfig)
-            .field("fleet", &self.fleet.is_some())
+            .field("pods", &self.pods)
             .finish_non_exhaustive()
     }
 }
@@ -100,7 +100,7 @@ pub async fn acquire(
                 handles: TargetHandles {
                     client: cluster.client(),
                     kubeconfig: cluster.control_plane.kubeconfig_path().to_path_buf(),
-                    fleet: Some(cluster.fleet.clone()),
+                    pods: PodDriver::Simulated(cluster.fleet.clone()),
                 },
                 embedded: Some(cluster),
                 kind: None,
@@ -133,11 +133,17 @@ pub async fn acquire(
                 return Err(e);
             }
         };
+    let nodes = if kind.is_some() {
+        NodeControl::DockerContainers
+    } else {
+        NodeControl::Unavailable
+    };
+    let pods = PodDriver::Real(RealPods::new(client.clone(), kubeconfig.clone(), nodes));
     let mut guard = TargetGuard {
         handles: TargetHandles {
             client,
             kubeconfig,
-            fleet: None,
+            pods,
         },
         embedded: None,
         kind: kind.map(|_| KIND_CLUSTER.to_string()),

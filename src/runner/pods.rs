@@ -1,0 +1,143 @@
+//! How a case's pod actions reach pods: [`PodDriver`] is the one interface a case uses, with
+//! the simulated kubelet of the embedded target behind one variant and real kubelets (kind, or
+//! any cluster) behind the other.
+
+use std::sync::Arc;
+
+use crate::catalog::{NodeLoss, PodAction};
+use crate::kubelet::{self, Fleet};
+
+use super::real_pods::RealPods;
+
+/// The pod driver of a target.
+#[derive(Clone)]
+pub enum PodDriver {
+    /// The embedded target's simulated kubelet.
+    Simulated(Arc<Fleet>),
+    /// Real kubelets: exits and readiness through `kubectl exec`, disruptions through the API,
+    /// node loss through the node's container when the target has one.
+    Real(RealPods),
+}
+
+impl std::fmt::Debug for PodDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PodDriver::Simulated(_) => f.write_str("PodDriver::Simulated"),
+            PodDriver::Real(real) => f.debug_tuple("PodDriver::Real").field(real).finish(),
+        }
+    }
+}
+
+impl PodDriver {
+    /// The simulated fleet, when pods are simulated.
+    pub fn fleet(&self) -> Option<&Arc<Fleet>> {
+        match self {
+            PodDriver::Simulated(fleet) => Some(fleet),
+            PodDriver::Real(_) => None,
+        }
+    }
+
+    /// Why this driver cannot perform `action` (with or without a terminal phase), if it
+    /// cannot: a capability the target truly lacks is a skip with this reason.
+    pub fn unsupported(&self, action: PodAction, without_terminal_phase: bool) -> Option<String> {
+        match self {
+            PodDriver::Simulated(_) => None,
+            PodDriver::Real(_) if without_terminal_phase => Some(format!(
+                "`{}` with `terminal-phase: false` needs the embedded target's simulated kubelet (a real kubelet writes the terminal phase)",
+                action.keyword()
+            )),
+            PodDriver::Real(real) => match action {
+                PodAction::LoseNode(_) if !real.can_lose_nodes() => Some(
+                    "`lose-node` needs a target whose nodes the harness can stop: the embedded target or kind"
+                        .into(),
+                ),
+                _ => None,
+            },
+        }
+    }
+
+    /// Performs `action` on the pod `namespace/name` (any action but `lose-node`).
+    pub async fn act(
+        &self,
+        namespace: &str,
+        name: &str,
+        action: PodAction,
+        without_terminal_phase: bool,
+    ) -> Result<(), String> {
+        match self {
+            PodDriver::Simulated(fleet) => {
+                let e = |e: kubelet::FleetError| e.to_string();
+                if without_terminal_phase {
+                    fleet
+                        .omit_terminal_phase(namespace, name)
+                        .await
+                        .map_err(e)?;
+                }
+                match action {
+                    PodAction::Exit(code) => fleet.exit(namespace, name, code).await,
+                    PodAction::Unready => fleet.set_ready(namespace, name, false).await,
+                    PodAction::Ready => fleet.set_ready(namespace, name, true).await,
+                    PodAction::Evict => fleet.evict(namespace, name).await,
+                    PodAction::Preempt => fleet.preempt(namespace, name).await,
+                    PodAction::Delete => fleet.delete(namespace, name).await,
+                    PodAction::ForceDelete => fleet.force_delete(namespace, name).await,
+                    PodAction::LoseNode(_) => {
+                        return Err("a node is lost through `lose_node`".into());
+                    }
+                }
+                .map_err(e)
+            }
+            PodDriver::Real(real) => match action {
+                PodAction::Exit(code) => real.exit(namespace, name, code).await,
+                PodAction::Unready => real.set_ready(namespace, name, false).await,
+                PodAction::Ready => real.set_ready(namespace, name, true).await,
+                PodAction::Evict => real.evict(namespace, name).await,
+                PodAction::Preempt => real.preempt(namespace, name).await,
+                PodAction::Delete => real.delete(namespace, name, false).await,
+                PodAction::ForceDelete => real.delete(namespace, name, true).await,
+                PodAction::LoseNode(_) => Err("a node is lost through `lose_node`".into()),
+            },
+        }
+    }
+
+    /// The node the pod `namespace/name` is bound to.
+    pub async fn node_of(&self, namespace: &str, name: &str) -> Result<String, String> {
+        match self {
+            PodDriver::Simulated(fleet) => fleet
+                .node_of(namespace, name)
+                .await
+                .map_err(|e| e.to_string()),
+            PodDriver::Real(real) => real.node_of(namespace, name).await,
+        }
+    }
+
+    /// Loses `node`. Returns the UIDs of the pods that were on it (their deletions are the
+    /// harness's doing, not the implementation's).
+    pub async fn lose_node(&self, node: &str, how: NodeLoss) -> Result<Vec<String>, String> {
+        match self {
+            PodDriver::Simulated(fleet) => {
+                let how = match how {
+                    NodeLoss::Vanish => kubelet::NodeLoss::Vanish,
+                    NodeLoss::FailFirst => kubelet::NodeLoss::FailedFirst,
+                };
+                // The fleet records its own deletions.
+                fleet
+                    .lose_node(node, how)
+                    .await
+                    .map(|()| Vec::new())
+                    .map_err(|e| e.to_string())
+            }
+            PodDriver::Real(real) => real.lose_node(node).await,
+        }
+    }
+
+    /// Brings a lost node back.
+    pub async fn recover_node(&self, node: &str) -> Result<(), String> {
+        match self {
+            PodDriver::Simulated(fleet) => {
+                fleet.recover_node(node).await.map_err(|e| e.to_string())
+            }
+            PodDriver::Real(real) => real.recover_node(node).await,
+        }
+    }
+}

@@ -91,6 +91,9 @@ struct RunArgs {
     /// Folder for the JUnit XML, the conformance report and implementation logs.
     #[arg(long, default_value = "grove-conformance-results")]
     out: PathBuf,
+    /// Start no further case once one fails or errors (the rest are reported as skipped).
+    #[arg(long)]
+    fail_fast: bool,
     /// Keep each case's namespace afterwards.
     #[arg(long)]
     keep_namespaces: bool,
@@ -374,6 +377,7 @@ fn run(args: RunArgs) -> i32 {
         jobs: args.jobs.unwrap_or_else(runner::default_jobs),
         keep_namespaces: args.keep_namespaces,
         log_dir: args.out.join("logs"),
+        fail_fast: args.fail_fast,
     };
     let spec = if let Some(path) = &args.kubeconfig {
         TargetSpec::Kubeconfig {

@@ -54,6 +54,9 @@ pub struct RunSettings {
     pub keep_namespaces: bool,
     /// Where implementation logs go.
     pub log_dir: PathBuf,
+    /// After the first case that fails or errors, start no further case (they are reported
+    /// as skipped, saying why).
+    pub fail_fast: bool,
 }
 
 /// Runs `case` (`run` reports its result), turning a panic into an error result: a case the
@@ -157,12 +160,15 @@ pub async fn run_cases(
         .partition(|c| !needs_exclusive(c, &context.catalog, &settings.implementation));
     ordered.extend(exclusive);
     let mut tasks = Vec::new();
+    // With fail-fast, the first case that failed or errored.
+    let first_failure = Arc::new(std::sync::Mutex::new(None::<String>));
     for case in ordered {
         let context = context.clone();
         let slots = slots.clone();
         let cluster = cluster.clone();
         let exclusive = needs_exclusive(&case, &context.catalog, &settings.implementation);
         let header = case.clone();
+        let fail_fast = settings.fail_fast.then(|| first_failure.clone());
         let task = tokio::spawn(async move {
             // Always the slot first, then the cluster lock: a case holding the write lock
             // never waits for a slot held by a case queued behind it.
@@ -170,13 +176,32 @@ pub async fn run_cases(
                 .acquire()
                 .await
                 .expect("the semaphore is never closed");
+            let stopped = |first: &Arc<std::sync::Mutex<Option<String>>>| {
+                first.lock().unwrap_or_else(|p| p.into_inner()).clone()
+            };
+            if let Some(failed) = fail_fast.as_ref().and_then(stopped) {
+                let mut result = broken(&case, String::new(), Instant::now());
+                result.outcome = Outcome::Skip {
+                    reason: format!("not run: --fail-fast stopped the run after `{failed}` failed"),
+                };
+                let _ = context.events.send(RunEvent::CaseFinished(result));
+                return;
+            }
             guarded(&case, &context.events, async {
-                if exclusive {
+                let result = if exclusive {
                     let _alone = cluster.write().await;
-                    run_case(&context, &case).await;
+                    run_case(&context, &case).await
                 } else {
                     let _shared = cluster.read().await;
-                    run_case(&context, &case).await;
+                    run_case(&context, &case).await
+                };
+                if let Some(first) = &fail_fast
+                    && matches!(result.outcome, Outcome::Fail(_) | Outcome::Error { .. })
+                {
+                    first
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_or_insert(result.case);
                 }
             })
             .await;

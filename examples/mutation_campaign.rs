@@ -1,0 +1,268 @@
+//! Mutation testing of the suite: does the catalog catch a wrong implementation?
+//!
+//! Mutants come from cargo-mutants (`cargo mutants --list --json -p grove-reference-operator`),
+//! one per line of code it knows how to break. Each mutant is applied to a scratch git
+//! worktree, the reference operator binary is built from it, and the whole catalog runs
+//! against that binary with `--fail-fast` (and nothing else: the operator's unit tests are not
+//! part of the verdict). A mutant is *killed* when some case fails or errors, *survived* when
+//! every case passes, *unviable* when it does not compile. Results are appended to a JSON Lines
+//! file as they come, so an interrupted campaign resumes where it stopped, and rendered as a
+//! Markdown table.
+//!
+//! ```text
+//! cargo install cargo-mutants --locked
+//! cargo mutants --list --json -p grove-reference-operator > target/mutants.json
+//! cargo build --bin grove-conformance
+//! cargo run --example mutation_campaign -- --mutants target/mutants.json \
+//!     --file reference-operator/src/semantics.rs --results target/mutation.jsonl
+//! ```
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+#[derive(Debug)]
+struct Options {
+    mutants: PathBuf,
+    files: Vec<String>,
+    results: PathBuf,
+    harness: PathBuf,
+    work: PathBuf,
+    limit: Option<usize>,
+}
+
+fn parse_options() -> Result<Options, String> {
+    let mut args = std::env::args().skip(1);
+    let mut options = Options {
+        mutants: PathBuf::from("target/mutants.json"),
+        files: Vec::new(),
+        results: PathBuf::from("target/mutation.jsonl"),
+        harness: PathBuf::from("target/debug/grove-conformance"),
+        work: std::env::temp_dir().join("grove-conformance-mutants"),
+        limit: None,
+    };
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--mutants" => options.mutants = value()?.into(),
+            "--file" => options.files.push(value()?),
+            "--results" => options.results = value()?.into(),
+            "--harness" => options.harness = value()?.into(),
+            "--work" => options.work = value()?.into(),
+            "--limit" => {
+                options.limit = Some(value()?.parse().map_err(|e| format!("--limit: {e}"))?)
+            }
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(options)
+}
+
+/// Replaces the text between `span.start` and `span.end` (1-based lines and character
+/// columns, end exclusive) with `replacement`.
+fn apply(source: &str, span: &Value, replacement: &str) -> Option<String> {
+    let pos = |p: &Value| -> Option<(usize, usize)> {
+        Some((p["line"].as_u64()? as usize, p["column"].as_u64()? as usize))
+    };
+    let (start, end) = (pos(&span["start"])?, pos(&span["end"])?);
+    let offset = |(line, column): (usize, usize)| -> Option<usize> {
+        let mut at = 0;
+        for (i, text) in source.split_inclusive('\n').enumerate() {
+            if i + 1 == line {
+                let chars: usize = text
+                    .char_indices()
+                    .nth(column - 1)
+                    .map(|(b, _)| b)
+                    .unwrap_or(text.len());
+                return Some(at + chars);
+            }
+            at += text.len();
+        }
+        None
+    };
+    let (from, to) = (offset(start)?, offset(end)?);
+    Some(format!("{}{replacement}{}", &source[..from], &source[to..]))
+}
+
+fn run(command: &mut Command) -> Result<String, String> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{command:?}: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if output.status.success() {
+        Ok(text)
+    } else {
+        Err(text)
+    }
+}
+
+/// Builds the operator in the worktree; `Err` carries the compiler's output.
+fn build(work: &Path) -> Result<PathBuf, String> {
+    run(Command::new("cargo")
+        .current_dir(work)
+        .env("CARGO_TARGET_DIR", work.join("target"))
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "grove-reference-operator",
+            "--bin",
+            "grove-reference-operator",
+        ]))?;
+    Ok(work.join("target/debug/grove-reference-operator"))
+}
+
+/// Runs the catalog against `operator`: `(all passed, the first failing case and why)`.
+fn judge(options: &Options, operator: &Path, out: &Path) -> (bool, Option<(String, String)>) {
+    let template = format!("{} run --namespace {{namespace}}", operator.display());
+    let result = Command::new(&options.harness)
+        .args(["run", "--fail-fast", "--implementation-cmd", &template])
+        .arg("--out")
+        .arg(out)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output();
+    let Ok(output) = result else {
+        return (false, Some(("(harness)".into(), "did not start".into())));
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let first = stdout.lines().find_map(|line| {
+        let rest = line.split_once("] ")?.1;
+        let rest = rest
+            .strip_prefix("FAIL  ")
+            .or_else(|| rest.strip_prefix("ERROR "))?;
+        let (case, why) = rest.split_once(' ').unwrap_or((rest, ""));
+        let why: String = why.chars().take(300).collect();
+        Some((case.to_string(), why))
+    });
+    (output.status.success(), first)
+}
+
+fn main() -> Result<(), String> {
+    let options = parse_options()?;
+    let mutants: Vec<Value> = serde_json::from_str(
+        &std::fs::read_to_string(&options.mutants)
+            .map_err(|e| format!("{}: {e}", options.mutants.display()))?,
+    )
+    .map_err(|e| format!("{}: {e}", options.mutants.display()))?;
+    let selected: Vec<&Value> = mutants
+        .iter()
+        .filter(|m| {
+            options.files.is_empty()
+                || options
+                    .files
+                    .iter()
+                    .any(|f| m["file"].as_str() == Some(f.as_str()))
+        })
+        .collect();
+    let done: BTreeSet<String> = std::fs::read_to_string(&options.results)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["name"].as_str().map(str::to_string))
+        .collect();
+    eprintln!(
+        "{} mutants selected, {} already judged",
+        selected.len(),
+        selected
+            .iter()
+            .filter(|m| done.contains(m["name"].as_str().unwrap_or("")))
+            .count()
+    );
+
+    // A scratch worktree of HEAD, with its own target directory.
+    let work = &options.work;
+    if !work.join(".git").exists() {
+        run(Command::new("git")
+            .args(["worktree", "add", "--detach"])
+            .arg(work))?;
+    }
+    let baseline =
+        build(work).map_err(|e| format!("the unmutated operator does not build:\n{e}"))?;
+    let out = work.join("results");
+    if done.is_empty() {
+        let started = Instant::now();
+        let (passed, first) = judge(&options, &baseline, &out);
+        if !passed {
+            return Err(format!(
+                "the unmutated operator does not pass the catalog ({first:?}); a campaign needs a green baseline"
+            ));
+        }
+        eprintln!("baseline: all cases pass ({:.0?})", started.elapsed());
+    }
+
+    let mut results = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&options.results)
+        .map_err(|e| format!("{}: {e}", options.results.display()))?;
+    let mut judged = 0;
+    for mutant in selected {
+        let name = mutant["name"].as_str().unwrap_or_default().to_string();
+        if done.contains(&name) {
+            continue;
+        }
+        if options.limit.is_some_and(|l| judged >= l) {
+            break;
+        }
+        judged += 1;
+        let file = work.join(mutant["file"].as_str().unwrap_or_default());
+        let original = std::fs::read_to_string(&file).map_err(|e| format!("{e}"))?;
+        let mutated = apply(
+            &original,
+            &mutant["span"],
+            mutant["replacement"].as_str().unwrap_or_default(),
+        )
+        .ok_or(format!("{name}: its span is not in {}", file.display()))?;
+        std::fs::write(&file, mutated).map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        let built = build(work);
+        std::fs::write(&file, &original).map_err(|e| e.to_string())?;
+        let record = match built {
+            Err(_) => json!({"name": name, "outcome": "unviable"}),
+            Ok(binary) => {
+                let (passed, first) = judge(&options, &binary, &out);
+                match (passed, first) {
+                    (true, _) => json!({"name": name, "outcome": "survived"}),
+                    (false, Some((case, why))) => {
+                        json!({"name": name, "outcome": "killed", "case": case, "why": why})
+                    }
+                    (false, None) => {
+                        json!({"name": name, "outcome": "killed", "case": "(run)", "why": "the run failed before any case"})
+                    }
+                }
+            }
+        };
+        eprintln!(
+            "{name}: {} ({:.0?})",
+            record["outcome"].as_str().unwrap_or(""),
+            started.elapsed()
+        );
+        writeln!(results, "{record}").map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_span_is_replaced_by_character_columns() {
+        let source = "fn a() -> bool {\n    x == 1\n}\n";
+        let span = json!({"start": {"line": 2, "column": 7}, "end": {"line": 2, "column": 9}});
+        assert_eq!(
+            apply(source, &span, "!=").unwrap(),
+            "fn a() -> bool {\n    x != 1\n}\n"
+        );
+    }
+}

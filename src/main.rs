@@ -118,11 +118,16 @@ struct RunArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Find or build etcd, kube-apiserver and kube-controller-manager, and print where they are.
+    /// Find or build etcd, kube-apiserver and kube-controller-manager, and print where they
+    /// are; with `--kind`, also everything `run --kind` needs (Docker needed).
     Setup {
         /// Fail instead of building when the binaries are not found.
         #[arg(long)]
         no_build: bool,
+        /// Also the kind assets: kind, the node binaries, component images, the busybox
+        /// fixture image and the node image, all built locally.
+        #[arg(long)]
+        kind: bool,
     },
     /// Start the embedded cluster and keep it running in the foreground (Ctrl-C stops it).
     Up {
@@ -170,6 +175,18 @@ const DEFAULT_LOG_FILTER: &str = "warn,kube_client::client::builder=off,kube_cli
 const OPERATOR_LOG_FILTER: &str = "warn,grove_reference_operator=info";
 
 fn main() -> ExitCode {
+    // Registered as dockerd's runtime on hosts that need it (see `docker_runtime`).
+    if std::env::args_os()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n == grove_conformance::cluster::docker_runtime::SHIM_NAME)
+        })
+        .unwrap_or(false)
+    {
+        grove_conformance::cluster::docker_runtime::shim_main();
+    }
     let cli = Cli::parse();
     // The reference operator logs each decision at info level, so that the log a failed case
     // keeps explains it.
@@ -186,7 +203,7 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     let code = match cli.command {
-        Command::Setup { no_build } => setup(no_build),
+        Command::Setup { no_build, kind } => setup(no_build, kind),
         Command::Up { nodes } => up(nodes),
         Command::Run(args) => run(*args),
         Command::Lint { catalog } => lint(&catalog),
@@ -221,7 +238,7 @@ fn reference_operator(kubeconfig: Option<PathBuf>, namespace: Option<String>) ->
     }
 }
 
-fn setup(no_build: bool) -> i32 {
+fn setup(no_build: bool, kind: bool) -> i32 {
     let options = ProvisionOptions {
         allow_build: !no_build,
         ..ProvisionOptions::default()
@@ -235,6 +252,20 @@ fn setup(no_build: bool) -> i32 {
                     binaries.path(component).display()
                 );
             }
+        }
+        Err(err) => {
+            eprintln!("error: {}", render_error(&err));
+            return report::SETUP_FAILED;
+        }
+    }
+    if !kind {
+        return report::SUCCESS;
+    }
+    match grove_conformance::cluster::kind_assets::resolve(&options) {
+        Ok(assets) => {
+            println!("{:<24} {}", "kind", assets.kind.display());
+            println!("{:<24} {}", "kubectl", assets.kubectl.display());
+            println!("{:<24} {}", "node image", assets.node_image);
             report::SUCCESS
         }
         Err(err) => {

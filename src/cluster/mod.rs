@@ -4,7 +4,9 @@
 
 pub mod certs;
 mod control_plane;
+pub mod docker_runtime;
 mod fsutil;
+pub mod kind_assets;
 pub mod process;
 pub mod provision;
 

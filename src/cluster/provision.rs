@@ -334,7 +334,10 @@ pub fn version_ldflags(kubernetes_version: &str) -> String {
     flags
 }
 
-struct Builder {
+/// Runs the steps of a build with their output in a log, a progress line per step and a
+/// heartbeat while a step runs.
+pub(crate) struct Builder {
+    title: &'static str,
     log_path: PathBuf,
     progress: bool,
     started: Instant,
@@ -343,11 +346,40 @@ struct Builder {
 }
 
 impl Builder {
-    fn announce(&mut self, what: &str) {
+    /// A build called `title` of `steps` steps, logging to `log_path`.
+    pub(crate) fn new(
+        title: &'static str,
+        log_path: PathBuf,
+        steps: usize,
+        progress: bool,
+    ) -> Self {
+        Builder {
+            title,
+            log_path,
+            progress,
+            started: Instant::now(),
+            steps,
+            step: 0,
+        }
+    }
+
+    /// The log every step appends to.
+    pub(crate) fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// Time since the build started.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Prints the progress line of the next step.
+    pub(crate) fn announce(&mut self, what: &str) {
         self.step += 1;
         if self.progress {
             eprintln!(
-                "[grove-conformance] building control-plane binaries, step {}/{} ({:.0?} so far): {what}",
+                "[grove-conformance] {}, step {}/{} ({:.0?} so far): {what}",
+                self.title,
                 self.step,
                 self.steps,
                 self.started.elapsed()
@@ -355,8 +387,7 @@ impl Builder {
         }
     }
 
-    /// Runs a command with its output appended to the build log, printing a heartbeat while
-    /// it runs; returns stdout when `capture` is set.
+    /// Runs `go` with `args` in `dir` as the next step (see [`Builder::command`]).
     fn run(
         &mut self,
         step: &str,
@@ -365,27 +396,38 @@ impl Builder {
         capture: bool,
     ) -> Result<String, ProvisionError> {
         self.announce(step);
-        let mut log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log_path)
-            .map_err(io_err("open", &self.log_path))?;
-        let _ = writeln!(log, "$ (cd {}) go {}", dir.display(), args.join(" "));
-        let stderr_log = log.try_clone().map_err(io_err("open", &self.log_path))?;
         let mut command = Command::new("go");
         command
             .args(args)
             .current_dir(dir)
             .env("CGO_ENABLED", "0")
-            .env("GOFLAGS", "-mod=mod -buildvcs=false")
-            .stdin(Stdio::null())
-            .stderr(stderr_log);
+            .env("GOFLAGS", "-mod=mod -buildvcs=false");
+        self.command(step, command, capture)
+    }
+
+    /// Runs `command` with its output appended to the build log, printing a heartbeat while
+    /// it runs; returns stdout when `capture` is set. Does not announce a step.
+    pub(crate) fn command(
+        &mut self,
+        step: &str,
+        mut command: Command,
+        capture: bool,
+    ) -> Result<String, ProvisionError> {
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .map_err(io_err("open", &self.log_path))?;
+        let _ = writeln!(log, "$ {command:?}");
+        let stderr_log = log.try_clone().map_err(io_err("open", &self.log_path))?;
+        command.stdin(Stdio::null()).stderr(stderr_log);
         if capture {
             command.stdout(Stdio::piped());
         } else {
             command.stdout(log.try_clone().map_err(io_err("open", &self.log_path))?);
         }
-        let mut child = command.spawn().map_err(io_err("run go in", dir))?;
+        let program = PathBuf::from(command.get_program());
+        let mut child = command.spawn().map_err(io_err("run", &program))?;
         let mut stdout = String::new();
         if let Some(out) = child.stdout.take() {
             for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
@@ -395,7 +437,7 @@ impl Builder {
         }
         let mut last_beat = Instant::now();
         let status = loop {
-            if let Some(status) = child.try_wait().map_err(io_err("wait for go in", dir))? {
+            if let Some(status) = child.try_wait().map_err(io_err("wait for", &program))? {
                 break status;
             }
             if self.progress && last_beat.elapsed() >= Duration::from_secs(30) {
@@ -416,6 +458,78 @@ impl Builder {
         }
         Ok(stdout)
     }
+}
+
+/// Builds the commands `commands` (`k8s.io/kubernetes/cmd/<name>`) at [`KUBERNETES_VERSION`]
+/// into `out`, in `dir` (three steps). A wrapper module, because k8s.io/kubernetes replaces
+/// its staging modules with local paths and replaces only apply in the main module.
+pub(crate) fn build_kubernetes(
+    builder: &mut Builder,
+    dir: &Path,
+    commands: &[&str],
+    out: &Path,
+) -> Result<(), ProvisionError> {
+    std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+    let seed = "module local/grove-conformance-seed\n\ngo 1.24.0\n";
+    std::fs::write(dir.join("go.mod"), seed).map_err(io_err("write", dir))?;
+    let info = builder.run(
+        &format!("resolve k8s.io/kubernetes@{KUBERNETES_VERSION}"),
+        dir,
+        &[
+            "mod",
+            "download",
+            "-json",
+            &format!("k8s.io/kubernetes@{KUBERNETES_VERSION}"),
+        ],
+        true,
+    )?;
+    let info: serde_json::Value =
+        serde_json::from_str(&info).map_err(|e| ProvisionError::Build {
+            step: "read `go mod download` output".into(),
+            log: builder.log_path.clone(),
+            tail: e.to_string(),
+        })?;
+    let go_mod_path = info["GoMod"].as_str().unwrap_or_default().to_string();
+    let upstream_go_mod =
+        std::fs::read_to_string(&go_mod_path).map_err(io_err("read", Path::new(&go_mod_path)))?;
+    let mut go_mod = format!(
+        "module local/grove-conformance-kubernetes\n\ngo 1.24.0\n\nrequire k8s.io/kubernetes {KUBERNETES_VERSION}\n\n"
+    );
+    for line in staging_replaces(&upstream_go_mod, KUBERNETES_VERSION) {
+        go_mod.push_str(&line);
+        go_mod.push('\n');
+    }
+    std::fs::write(dir.join("go.mod"), go_mod).map_err(io_err("write", dir))?;
+    let mut tools = String::from("//go:build tools\n\npackage tools\n\nimport (\n");
+    for command in commands {
+        tools.push_str(&format!("\t_ \"k8s.io/kubernetes/cmd/{command}\"\n"));
+    }
+    tools.push_str(")\n");
+    std::fs::write(dir.join("tools.go"), tools).map_err(io_err("write", dir))?;
+    builder.run(
+        "download Kubernetes modules (go mod tidy)",
+        dir,
+        &["mod", "tidy"],
+        false,
+    )?;
+    let ldflags = version_ldflags(KUBERNETES_VERSION);
+    let out = format!("{}/", out.display());
+    let packages: Vec<String> = commands
+        .iter()
+        .map(|c| format!("k8s.io/kubernetes/cmd/{c}"))
+        .collect();
+    let mut args = vec!["build", "-trimpath", "-ldflags", &ldflags, "-o", &out];
+    args.extend(packages.iter().map(String::as_str));
+    builder.run(
+        &format!(
+            "compile {} (the long step: 10-30 minutes on 2 cores when nothing is cached)",
+            commands.join(", ")
+        ),
+        dir,
+        &args,
+        false,
+    )?;
+    Ok(())
 }
 
 fn log_tail(path: &Path, lines: usize) -> String {
@@ -461,70 +575,13 @@ fn build(root: &Path, progress: bool) -> Result<(), ProvisionError> {
     }
     let log_path = root.join("build.log");
     let _ = std::fs::remove_file(&log_path);
-    let mut builder = Builder {
-        log_path,
-        progress,
-        started: Instant::now(),
-        steps: 5,
-        step: 0,
-    };
+    let mut builder = Builder::new("building control-plane binaries", log_path, 5, progress);
 
-    // Kubernetes: a wrapper module, because k8s.io/kubernetes replaces its staging modules
-    // with local paths and replaces only apply in the main module.
-    let seed = "module local/grove-conformance-seed\n\ngo 1.24.0\n";
-    std::fs::write(k8s_dir.join("go.mod"), seed).map_err(io_err("write", &k8s_dir))?;
-    let info = builder.run(
-        &format!("resolve k8s.io/kubernetes@{KUBERNETES_VERSION}"),
+    build_kubernetes(
+        &mut builder,
         &k8s_dir,
-        &[
-            "mod",
-            "download",
-            "-json",
-            &format!("k8s.io/kubernetes@{KUBERNETES_VERSION}"),
-        ],
-        true,
-    )?;
-    let info: serde_json::Value =
-        serde_json::from_str(&info).map_err(|e| ProvisionError::Build {
-            step: "read `go mod download` output".into(),
-            log: builder.log_path.clone(),
-            tail: e.to_string(),
-        })?;
-    let go_mod_path = info["GoMod"].as_str().unwrap_or_default().to_string();
-    let upstream_go_mod =
-        std::fs::read_to_string(&go_mod_path).map_err(io_err("read", Path::new(&go_mod_path)))?;
-    let mut go_mod = format!(
-        "module local/grove-conformance-kubernetes\n\ngo 1.24.0\n\nrequire k8s.io/kubernetes {KUBERNETES_VERSION}\n\n"
-    );
-    for line in staging_replaces(&upstream_go_mod, KUBERNETES_VERSION) {
-        go_mod.push_str(&line);
-        go_mod.push('\n');
-    }
-    std::fs::write(k8s_dir.join("go.mod"), go_mod).map_err(io_err("write", &k8s_dir))?;
-    let tools = "//go:build tools\n\npackage tools\n\nimport (\n\t_ \"k8s.io/kubernetes/cmd/kube-apiserver\"\n\t_ \"k8s.io/kubernetes/cmd/kube-controller-manager\"\n)\n";
-    std::fs::write(k8s_dir.join("tools.go"), tools).map_err(io_err("write", &k8s_dir))?;
-    builder.run(
-        "download Kubernetes modules (go mod tidy)",
-        &k8s_dir,
-        &["mod", "tidy"],
-        false,
-    )?;
-    let ldflags = version_ldflags(KUBERNETES_VERSION);
-    let out = format!("{}/", out_dir.display());
-    builder.run(
-        "compile kube-apiserver and kube-controller-manager (the long step: 10-30 minutes on 2 cores)",
-        &k8s_dir,
-        &[
-            "build",
-            "-trimpath",
-            "-ldflags",
-            &ldflags,
-            "-o",
-            &out,
-            "k8s.io/kubernetes/cmd/kube-apiserver",
-            "k8s.io/kubernetes/cmd/kube-controller-manager",
-        ],
-        false,
+        &["kube-apiserver", "kube-controller-manager"],
+        &out_dir,
     )?;
 
     // etcd: `go.etcd.io/etcd/server/v3` is itself the main package.
@@ -567,7 +624,7 @@ fn build(root: &Path, progress: bool) -> Result<(), ProvisionError> {
     if progress {
         eprintln!(
             "[grove-conformance] built the control-plane binaries in {:.0?}: {}",
-            builder.started.elapsed(),
+            builder.elapsed(),
             cache.display()
         );
     }

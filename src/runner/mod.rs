@@ -8,6 +8,7 @@ pub mod admission;
 pub mod case;
 pub mod container;
 pub mod implementation;
+pub mod kind;
 pub mod observe;
 pub mod pods;
 pub mod real_pods;

@@ -38,6 +38,7 @@ pub enum NodeControl {
 pub struct RealPods {
     client: Client,
     kubeconfig: PathBuf,
+    kubectl: PathBuf,
     nodes: NodeControl,
 }
 
@@ -51,8 +52,14 @@ impl std::fmt::Debug for RealPods {
 }
 
 /// The `kubectl exec` that makes fixture containers unready (`false`) or ready again.
-pub fn readiness_command(kubeconfig: &Path, namespace: &str, pod: &str, ready: bool) -> Command {
-    let mut command = Command::new("kubectl");
+pub fn readiness_command(
+    kubectl: &Path,
+    kubeconfig: &Path,
+    namespace: &str,
+    pod: &str,
+    ready: bool,
+) -> Command {
+    let mut command = Command::new(kubectl);
     command
         .arg("--kubeconfig")
         .arg(kubeconfig)
@@ -88,8 +95,14 @@ fn node_ready(node: &Node) -> Option<bool> {
 }
 
 /// The `kubectl exec` that makes a fixture container exit with `code`.
-pub fn exit_command(kubeconfig: &Path, namespace: &str, pod: &str, code: i32) -> Command {
-    let mut command = Command::new("kubectl");
+pub fn exit_command(
+    kubectl: &Path,
+    kubeconfig: &Path,
+    namespace: &str,
+    pod: &str,
+    code: i32,
+) -> Command {
+    let mut command = Command::new(kubectl);
     command
         .arg("--kubeconfig")
         .arg(kubeconfig)
@@ -101,10 +114,11 @@ pub fn exit_command(kubeconfig: &Path, namespace: &str, pod: &str, code: i32) ->
 impl RealPods {
     /// Pod actions through `client`, `kubectl` with `kubeconfig` for exec, and `nodes` for
     /// node loss.
-    pub fn new(client: Client, kubeconfig: PathBuf, nodes: NodeControl) -> Self {
+    pub fn new(client: Client, kubeconfig: PathBuf, kubectl: PathBuf, nodes: NodeControl) -> Self {
         RealPods {
             client,
             kubeconfig,
+            kubectl,
             nodes,
         }
     }
@@ -117,7 +131,7 @@ impl RealPods {
     /// Makes the pod's container exit with `code` (via `kubectl exec`).
     pub async fn exit(&self, namespace: &str, pod: &str, code: i32) -> Result<(), String> {
         run(
-            exit_command(&self.kubeconfig, namespace, pod, code),
+            exit_command(&self.kubectl, &self.kubeconfig, namespace, pod, code),
             "kubectl",
         )
         .await
@@ -127,7 +141,7 @@ impl RealPods {
     /// until its `Ready` condition says so.
     pub async fn set_ready(&self, namespace: &str, pod: &str, ready: bool) -> Result<(), String> {
         run(
-            readiness_command(&self.kubeconfig, namespace, pod, ready),
+            readiness_command(&self.kubectl, &self.kubeconfig, namespace, pod, ready),
             "kubectl",
         )
         .await?;
@@ -303,7 +317,13 @@ mod tests {
 
     #[test]
     fn an_exit_writes_the_code_where_fixture_containers_wait_for_it() {
-        let command = exit_command(Path::new("/k/config"), "ns1", "job-0-worker-abcde", 3);
+        let command = exit_command(
+            Path::new("kubectl"),
+            Path::new("/k/config"),
+            "ns1",
+            "job-0-worker-abcde",
+            3,
+        );
         assert_eq!(command.get_program(), "kubectl");
         let args: Vec<String> = command
             .get_args()
@@ -329,7 +349,7 @@ mod tests {
     #[test]
     fn a_readiness_flip_creates_or_removes_the_file_the_probe_tests() {
         let args = |ready| {
-            readiness_command(Path::new("/k"), "ns1", "p", ready)
+            readiness_command(Path::new("kubectl"), Path::new("/k"), "ns1", "p", ready)
                 .get_args()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect::<Vec<_>>()
@@ -363,6 +383,14 @@ mod tests {
                         .pointer("/readinessProbe/exec/command")
                         .map(|c| c.to_string())
                         .unwrap_or_default();
+                    assert_eq!(
+                        container["imagePullPolicy"],
+                        "IfNotPresent",
+                        "{}: container {} of clique {} would pull its image, which an offline cluster cannot",
+                        path.display(),
+                        container["name"],
+                        clique["name"]
+                    );
                     assert!(
                         probe.contains(UNREADY_FILE),
                         "{}: container {} of clique {} has no readiness probe on {UNREADY_FILE}, so its readiness cannot be flipped on a real cluster",

@@ -6,7 +6,6 @@
 //! server-side apply, then a wait until they are established.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -14,8 +13,11 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+use super::kind::{KindCluster, set_up_nodes};
 use super::pods::PodDriver;
 use super::real_pods::{NodeControl, RealPods};
+use crate::cluster::ProvisionOptions;
+use crate::cluster::kind_assets;
 use crate::cluster::write_private;
 use crate::embedded::{EmbeddedCluster, EmbeddedOptions};
 
@@ -65,14 +67,13 @@ impl std::fmt::Debug for TargetHandles {
 pub struct TargetGuard {
     handles: TargetHandles,
     embedded: Option<EmbeddedCluster>,
-    kind: Option<String>,
-    keep_kind: bool,
+    /// Declared before the scratch files: the cluster is deleted first.
+    _kind: Option<KindCluster>,
     /// Scratch files of the target (derived kubeconfigs), removed with the guard.
     _scratch: Option<tempfile::TempDir>,
 }
 
-/// The name of the kind cluster a run creates.
-pub const KIND_CLUSTER: &str = "grove-conformance";
+pub use super::kind::KIND_CLUSTER;
 
 /// Acquires the target `spec` with `crds` installed (unless `install_crds` is false on a
 /// cluster that has them already; the embedded cluster always starts with them).
@@ -103,42 +104,52 @@ pub async fn acquire(
                     pods: PodDriver::Simulated(cluster.fleet.clone()),
                 },
                 embedded: Some(cluster),
-                kind: None,
-                keep_kind: false,
+                _kind: None,
                 _scratch: None,
             });
         }
         TargetSpec::Kubeconfig { path, context } => (path.clone(), context.clone(), None),
         TargetSpec::Kind { config, keep } => {
             let kubeconfig = scratch.path().join("kind-kubeconfig");
-            eprintln!(
-                "creating kind cluster {KIND_CLUSTER} from {}",
-                config.display()
-            );
-            let create = kind_create_command(KIND_CLUSTER, config, &kubeconfig);
-            tokio::task::spawn_blocking(move || run_kind(create))
-                .await
-                .map_err(|e| TargetError::Scratch(Box::new(e)))??;
-            (kubeconfig, None, Some(*keep))
+            let (config, keep, path) = (config.clone(), *keep, kubeconfig.clone());
+            let started = std::time::Instant::now();
+            let (assets, cluster) = tokio::task::spawn_blocking(move || {
+                let assets = kind_assets::resolve(&ProvisionOptions::default())
+                    .map_err(|e| TargetError::KindAssets(Box::new(e)))?;
+                eprintln!(
+                    "creating kind cluster {KIND_CLUSTER} from {} with {}",
+                    config.display(),
+                    assets.node_image
+                );
+                let cluster = KindCluster::create(&assets, KIND_CLUSTER, &config, &path, keep)?;
+                Ok::<_, TargetError>((assets, cluster))
+            })
+            .await
+            .map_err(|e| TargetError::Scratch(Box::new(e)))??;
+            (kubeconfig, None, Some((assets, cluster, started)))
         }
     };
-    let (client, kubeconfig) =
-        match from_kubeconfig(&path, context.as_deref(), scratch.path()).await {
-            Ok(found) => found,
-            Err(e) => {
-                // A kind cluster made for the run goes with it, even when it cannot be used.
-                if kind == Some(false) {
-                    let _ = run_kind(kind_delete_command(KIND_CLUSTER));
-                }
-                return Err(e);
-            }
-        };
-    let nodes = if kind.is_some() {
-        NodeControl::DockerContainers
-    } else {
-        NodeControl::Unavailable
+    // A kind cluster made for the run goes with it (dropped), even when it cannot be used.
+    let (client, kubeconfig) = from_kubeconfig(&path, context.as_deref(), scratch.path()).await?;
+    let (kubectl, nodes) = match &kind {
+        Some((assets, cluster, started)) => {
+            set_up_nodes(&client, &cluster.name).await?;
+            tracing::info!(took = ?started.elapsed(), "kind cluster ready");
+            eprintln!(
+                "kind cluster {} ready in {:.1?}",
+                cluster.name,
+                started.elapsed()
+            );
+            (assets.kubectl.clone(), NodeControl::DockerContainers)
+        }
+        None => (PathBuf::from("kubectl"), NodeControl::Unavailable),
     };
-    let pods = PodDriver::Real(RealPods::new(client.clone(), kubeconfig.clone(), nodes));
+    let pods = PodDriver::Real(RealPods::new(
+        client.clone(),
+        kubeconfig.clone(),
+        kubectl,
+        nodes,
+    ));
     let mut guard = TargetGuard {
         handles: TargetHandles {
             client,
@@ -146,8 +157,7 @@ pub async fn acquire(
             pods,
         },
         embedded: None,
-        kind: kind.map(|_| KIND_CLUSTER.to_string()),
-        keep_kind: kind == Some(true),
+        _kind: kind.map(|(_, cluster, _)| cluster),
         _scratch: Some(scratch),
     };
     if install_crds && let Err(e) = self::install_crds(&guard.handles.client, &crds).await {
@@ -172,17 +182,6 @@ impl TargetGuard {
     pub fn mark_failed(&mut self) {
         if let Some(cluster) = &self.embedded {
             cluster.control_plane.mark_failed();
-        }
-    }
-}
-
-impl Drop for TargetGuard {
-    fn drop(&mut self) {
-        if let Some(name) = self.kind.take()
-            && !self.keep_kind
-            && let Err(e) = run_kind(kind_delete_command(&name))
-        {
-            eprintln!("warning: {e}");
         }
     }
 }
@@ -226,6 +225,9 @@ pub enum TargetError {
     /// A scratch directory could not be made.
     #[error("failed to create a scratch directory")]
     Scratch(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The kind assets are missing and could not be built.
+    #[error("the kind assets are not available")]
+    KindAssets(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// `kind` failed.
     #[error("failed to run `{command}`: {detail}")]
     Kind {
@@ -301,110 +303,9 @@ pub async fn install_crds(
     Ok(())
 }
 
-/// The `kind create cluster` command for `config`, writing its kubeconfig to `kubeconfig`.
-pub fn kind_create_command(name: &str, config: &Path, kubeconfig: &Path) -> Command {
-    let mut command = Command::new("kind");
-    command
-        .args(["create", "cluster", "--name", name, "--config"])
-        .arg(config)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--wait", "180s"]);
-    command
-}
-
-/// The `kind delete cluster` command.
-pub fn kind_delete_command(name: &str) -> Command {
-    let mut command = Command::new("kind");
-    command.args(["delete", "cluster", "--name", name]);
-    command
-}
-
-/// Runs a kind command, turning a missing binary or a failure into a clear error.
-pub fn run_kind(mut command: Command) -> Result<(), TargetError> {
-    let line = format!(
-        "{} {}",
-        command.get_program().to_string_lossy(),
-        command
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let output = command.output().map_err(|e| TargetError::Kind {
-        command: line.clone(),
-        detail: if e.kind() == std::io::ErrorKind::NotFound {
-            "`kind` is not installed (it also needs a running Docker engine)".into()
-        } else {
-            e.to_string()
-        },
-    })?;
-    if !output.status.success() {
-        return Err(TargetError::Kind {
-            command: line,
-            detail: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(command: &Command) -> Vec<String> {
-        command
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect()
-    }
-
-    #[test]
-    fn kind_commands_name_the_cluster_config_and_kubeconfig() {
-        let create =
-            kind_create_command("gc", Path::new("kind-config/kind.yaml"), Path::new("/t/kc"));
-        assert_eq!(create.get_program(), "kind");
-        assert_eq!(
-            args(&create),
-            [
-                "create",
-                "cluster",
-                "--name",
-                "gc",
-                "--config",
-                "kind-config/kind.yaml",
-                "--kubeconfig",
-                "/t/kc",
-                "--wait",
-                "180s"
-            ]
-        );
-        assert_eq!(
-            args(&kind_delete_command("gc")),
-            ["delete", "cluster", "--name", "gc"]
-        );
-    }
-
-    #[test]
-    fn a_missing_kind_binary_is_a_clear_error() {
-        let mut command = Command::new("kind-binary-that-does-not-exist");
-        command.arg("version");
-        let err = run_kind(command).unwrap_err().to_string();
-        assert!(err.contains("not installed"), "{err}");
-    }
-
-    #[test]
-    fn the_shipped_kind_config_parses_and_names_the_cluster() {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/kind-config/kind.yaml"
-        ))
-        .unwrap();
-        let config: serde_json::Value = serde_yaml::from_str(&text).unwrap();
-        assert_eq!(config["kind"], "Cluster");
-        assert_eq!(config["name"], "grove-conformance");
-        assert!(config["nodes"].as_array().unwrap().len() >= 2);
-    }
 
     #[tokio::test]
     async fn a_context_is_written_into_a_private_kubeconfig() {

@@ -1,0 +1,388 @@
+//! The kind target: a cluster created from `kind-config/kind.yaml` with the locally built node
+//! image ([`crate::cluster::kind_assets`]), pod networking set up by the harness (kind's own
+//! CNI image is not available offline: each node gets a bridge configuration for its pod CIDR
+//! and routes to the others'), and deleted with the run unless kept.
+//!
+//! A cluster of that name left behind by a harness that was killed is deleted before a new one
+//! is created (its node containers carry kind's cluster label).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::api::{Api, ListParams};
+
+use super::target::TargetError;
+use crate::cluster::kind_assets::KindAssets;
+
+/// The name of the kind cluster a run creates.
+pub const KIND_CLUSTER: &str = "grove-conformance";
+/// How long nodes may take to get their pod CIDRs and then to turn Ready.
+const NODES_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The `kind create cluster` command for `config` with `image`, writing its kubeconfig to
+/// `kubeconfig`. It does not wait for Ready nodes: they become Ready once the harness has
+/// written their CNI configuration.
+pub fn create_command(
+    kind: &Path,
+    name: &str,
+    config: &Path,
+    image: &str,
+    kubeconfig: &Path,
+) -> Command {
+    let mut command = Command::new(kind);
+    command
+        .args(["create", "cluster", "--name", name, "--config"])
+        .arg(config)
+        .args(["--image", image, "--kubeconfig"])
+        .arg(kubeconfig);
+    command
+}
+
+/// The `kind delete cluster` command.
+pub fn delete_command(kind: &Path, name: &str) -> Command {
+    let mut command = Command::new(kind);
+    command.args(["delete", "cluster", "--name", name]);
+    command
+}
+
+/// Runs a command, turning a missing binary or a failure into a clear error.
+pub fn run(mut command: Command) -> Result<String, TargetError> {
+    let line = format!(
+        "{} {}",
+        command.get_program().to_string_lossy(),
+        command
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let output = command.output().map_err(|e| TargetError::Kind {
+        command: line.clone(),
+        detail: if e.kind() == std::io::ErrorKind::NotFound {
+            format!(
+                "`{}` is not installed: run `grove-conformance setup --kind`",
+                command.get_program().to_string_lossy()
+            )
+        } else {
+            e.to_string()
+        },
+    })?;
+    if !output.status.success() {
+        return Err(TargetError::Kind {
+            command: line,
+            detail: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The node containers of cluster `name`, by kind's label.
+pub fn node_containers(name: &str) -> Result<Vec<String>, TargetError> {
+    let mut command = Command::new("docker");
+    command.args([
+        "ps",
+        "-a",
+        "--filter",
+        &format!("label=io.x-k8s.kind.cluster={name}"),
+        "--format",
+        "{{.Names}}",
+    ]);
+    let mut names: Vec<String> = run(command)?
+        .lines()
+        .map(str::to_string)
+        .filter(|l| !l.is_empty())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Deletes what a killed harness left of cluster `name`, if anything.
+pub fn reap(kind: &Path, name: &str) -> Result<(), TargetError> {
+    if node_containers(name)?.is_empty() {
+        return Ok(());
+    }
+    eprintln!("deleting kind cluster {name}, left behind by an earlier run");
+    run(delete_command(kind, name)).map(|_| ())
+}
+
+/// The CNI configuration of a node whose pods get addresses from `cidr`.
+pub fn cni_config(cidr: &str) -> String {
+    serde_json::to_string_pretty(&serde_json::json!({
+        "cniVersion": "1.0.0",
+        "name": "grove-conformance",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": "gc0",
+                "isGateway": true,
+                "ipMasq": false,
+                "hairpinMode": true,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": cidr}]],
+                    "routes": [{"dst": "0.0.0.0/0"}]
+                }
+            },
+            {"type": "portmap", "capabilities": {"portMappings": true}}
+        ]
+    }))
+    .expect("JSON serializes")
+}
+
+/// Writes `content` to `path` inside node container `node`.
+fn write_in_node(node: &str, path: &str, content: &str) -> Result<(), TargetError> {
+    use std::io::Write;
+    let mut child = Command::new("docker")
+        .args(["exec", "-i", node, "sh", "-c"])
+        .arg(format!(
+            "mkdir -p \"$(dirname {path})\" && cat > {path}.new && mv {path}.new {path}"
+        ))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| TargetError::Kind {
+            command: format!("docker exec {node}"),
+            detail: e.to_string(),
+        })?;
+    let _ = child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(content.as_bytes());
+    let output = child.wait_with_output().map_err(|e| TargetError::Kind {
+        command: format!("docker exec {node}"),
+        detail: e.to_string(),
+    })?;
+    if !output.status.success() {
+        return Err(TargetError::Kind {
+            command: format!("docker exec {node} (write {path})"),
+            detail: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    Ok(())
+}
+
+fn ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Gives every node its pod network (a bridge on its pod CIDR, routes to the other nodes'),
+/// then waits until all of them are Ready.
+pub async fn set_up_nodes(client: &Client, name: &str) -> Result<(), TargetError> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let containers = tokio::task::spawn_blocking({
+        let name = name.to_string();
+        move || node_containers(&name)
+    })
+    .await
+    .map_err(|e| TargetError::Scratch(Box::new(e)))??;
+    let deadline = Instant::now() + NODES_TIMEOUT;
+    let timeout = |what: String| TargetError::Kind {
+        command: format!("kind cluster {name}"),
+        detail: what,
+    };
+    // Every node's CIDR, once the node IPAM controller has assigned it.
+    let cidrs = loop {
+        let list = nodes
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| timeout(e.to_string()))?;
+        let cidrs: Vec<(String, String)> = list
+            .items
+            .iter()
+            .filter_map(|n| Some((n.metadata.name.clone()?, n.spec.as_ref()?.pod_cidr.clone()?)))
+            .collect();
+        if cidrs.len() == containers.len() {
+            break cidrs;
+        }
+        if Instant::now() > deadline {
+            return Err(timeout(format!(
+                "only {} of {} nodes got a pod CIDR within {NODES_TIMEOUT:?}",
+                cidrs.len(),
+                containers.len()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    for (node, cidr) in &cidrs {
+        let routes: String = cidrs
+            .iter()
+            .filter(|(other, _)| other != node)
+            .map(|(other, c)| format!("{other} {c}\n"))
+            .collect();
+        let (node, cidr) = (node.clone(), cidr.clone());
+        tokio::task::spawn_blocking(move || {
+            write_in_node(&node, "/etc/grove-conformance/routes", &routes)?;
+            write_in_node(
+                &node,
+                "/etc/cni/net.d/10-grove-conformance.conflist",
+                &cni_config(&cidr),
+            )
+        })
+        .await
+        .map_err(|e| TargetError::Scratch(Box::new(e)))??;
+    }
+    loop {
+        let list = nodes
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| timeout(e.to_string()))?;
+        let not_ready: Vec<String> = list
+            .items
+            .iter()
+            .filter(|n| !ready(n))
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        if not_ready.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(timeout(format!(
+                "nodes not Ready within {NODES_TIMEOUT:?}: {}",
+                not_ready.join(", ")
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// A kind cluster made for a run; dropping it deletes the cluster unless it is kept.
+#[derive(Debug)]
+pub struct KindCluster {
+    /// The cluster name.
+    pub name: String,
+    /// The kind binary.
+    pub kind: PathBuf,
+    /// Keep it afterwards.
+    pub keep: bool,
+}
+
+impl KindCluster {
+    /// Creates cluster `name` from `config` with the assets' node image, writing its
+    /// kubeconfig to `kubeconfig` (a cluster of that name left over is deleted first).
+    pub fn create(
+        assets: &KindAssets,
+        name: &str,
+        config: &Path,
+        kubeconfig: &Path,
+        keep: bool,
+    ) -> Result<KindCluster, TargetError> {
+        reap(&assets.kind, name)?;
+        let cluster = KindCluster {
+            name: name.to_string(),
+            kind: assets.kind.clone(),
+            keep,
+        };
+        run(create_command(
+            &assets.kind,
+            name,
+            config,
+            &assets.node_image,
+            kubeconfig,
+        ))?;
+        Ok(cluster)
+    }
+}
+
+impl Drop for KindCluster {
+    fn drop(&mut self) {
+        if self.keep {
+            eprintln!(
+                "kept kind cluster {} (delete it with `kind delete cluster --name {}`)",
+                self.name, self.name
+            );
+            return;
+        }
+        if let Err(e) = run(delete_command(&self.kind, &self.name)) {
+            eprintln!("warning: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(command: &Command) -> Vec<String> {
+        command
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn kind_commands_name_the_cluster_config_image_and_kubeconfig() {
+        let create = create_command(
+            Path::new("/c/kind"),
+            "gc",
+            Path::new("kind-config/kind.yaml"),
+            "grove-conformance/kind-node:v1.34.4",
+            Path::new("/t/kc"),
+        );
+        assert_eq!(create.get_program(), "/c/kind");
+        assert_eq!(
+            args(&create),
+            [
+                "create",
+                "cluster",
+                "--name",
+                "gc",
+                "--config",
+                "kind-config/kind.yaml",
+                "--image",
+                "grove-conformance/kind-node:v1.34.4",
+                "--kubeconfig",
+                "/t/kc",
+            ]
+        );
+        assert_eq!(
+            args(&delete_command(Path::new("kind"), "gc")),
+            ["delete", "cluster", "--name", "gc"]
+        );
+    }
+
+    #[test]
+    fn a_missing_binary_is_a_clear_error() {
+        let mut command = Command::new("kind-binary-that-does-not-exist");
+        command.arg("version");
+        let err = run(command).unwrap_err().to_string();
+        assert!(err.contains("setup --kind"), "{err}");
+    }
+
+    #[test]
+    fn each_node_bridges_its_own_pod_cidr() {
+        let config: serde_json::Value = serde_json::from_str(&cni_config("10.244.2.0/24")).unwrap();
+        assert_eq!(
+            config["plugins"][0]["ipam"]["ranges"][0][0]["subnet"],
+            "10.244.2.0/24"
+        );
+        assert_eq!(config["plugins"][0]["type"], "bridge");
+    }
+
+    #[test]
+    fn the_shipped_kind_config_parses_and_names_the_cluster() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/kind-config/kind.yaml"
+        ))
+        .unwrap();
+        let config: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(config["kind"], "Cluster");
+        assert_eq!(config["name"], KIND_CLUSTER);
+        let workers = config["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["role"] == "worker")
+            .count();
+        assert!(workers >= 2, "node loss needs at least two workers");
+        assert_eq!(config["networking"]["disableDefaultCNI"], true);
+    }
+}

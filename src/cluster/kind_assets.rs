@@ -246,7 +246,7 @@ fn build(root: &Path, dir: &Path, progress: bool) -> Result<(), ProvisionError> 
     std::fs::create_dir_all(&work).map_err(io_err("create", &work))?;
     let log_path = dir.join("build.log");
     let _ = std::fs::remove_file(&log_path);
-    let mut b = Builder::new("building the kind assets", log_path, 11, progress);
+    let mut b = Builder::new("building the kind assets", log_path, 12, progress);
     let bin_s = bin.to_string_lossy().to_string();
 
     // 1. Host tools from Debian.

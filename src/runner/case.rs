@@ -809,6 +809,11 @@ impl CaseRun<'_> {
                 }
             }
             for node in nodes {
+                // Known before the node goes, so that no deletion it causes is ever taken
+                // for the implementation's.
+                for uid in driver.pods_on(&node).await.map_err(failed)? {
+                    self.observer.harness_deleted(&uid);
+                }
                 self.lost_nodes.push(node.clone());
                 for uid in driver.lose_node(&node, how).await.map_err(failed)? {
                     self.observer.harness_deleted(&uid);

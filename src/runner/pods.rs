@@ -111,6 +111,16 @@ impl PodDriver {
         }
     }
 
+    /// The UIDs of the pods on `node` whose deletion a loss of the node would cause and that
+    /// the driver does not record itself (their deletions are the harness's doing).
+    pub async fn pods_on(&self, node: &str) -> Result<Vec<String>, String> {
+        match self {
+            // The fleet records its own deletions.
+            PodDriver::Simulated(_) => Ok(Vec::new()),
+            PodDriver::Real(real) => real.pods_on(node).await,
+        }
+    }
+
     /// Loses `node`. Returns the UIDs of the pods that were on it (their deletions are the
     /// harness's doing, not the implementation's).
     pub async fn lose_node(&self, node: &str, how: NodeLoss) -> Result<Vec<String>, String> {

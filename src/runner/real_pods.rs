@@ -128,13 +128,63 @@ impl RealPods {
         self.nodes != NodeControl::Unavailable
     }
 
-    /// Makes the pod's container exit with `code` (via `kubectl exec`).
+    /// Makes the pod's container exit with `code` (via `kubectl exec`), and waits until the
+    /// kubelet has reported it: a terminal phase, or a restart of the container. A simulated
+    /// kubelet reports an exit at once; waiting here gives a case the same order of events on a
+    /// real one (a step after an exit sees its outcome).
     pub async fn exit(&self, namespace: &str, pod: &str, code: i32) -> Result<(), String> {
+        let before = self
+            .api(namespace)
+            .get(pod)
+            .await
+            .map_err(|e| e.to_string())?;
+        let restarts = |p: &Pod| -> i32 {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .map(|c| c.iter().map(|c| c.restart_count).sum())
+                .unwrap_or(0)
+        };
+        let restarts_before = restarts(&before);
+        let uid = before.metadata.uid.clone();
         run(
             exit_command(&self.kubectl, &self.kubeconfig, namespace, pod, code),
             "kubectl",
         )
+        .await?;
+        let reported = move |p: Option<&Pod>| {
+            p.is_none_or(|p| {
+                p.metadata.uid != uid
+                    || matches!(
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                        Some("Succeeded" | "Failed")
+                    )
+                    || restarts(p) > restarts_before
+            })
+        };
+        tokio::time::timeout(
+            NODE_TRANSITION_TIMEOUT,
+            await_condition(self.api(namespace), pod, reported),
+        )
         .await
+        .map_err(|_| "the kubelet never reported the exit".to_string())?
+        .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// The UIDs of the pods bound to `node` (outside `kube-system`).
+    pub async fn pods_on(&self, node: &str) -> Result<Vec<String>, String> {
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let on_node = pods
+            .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(on_node
+            .items
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() != Some("kube-system"))
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect())
     }
 
     /// Makes the pod unready (`false`) or ready again, through its readiness probe, and waits

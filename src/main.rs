@@ -261,7 +261,14 @@ fn setup(no_build: bool, kind: bool) -> i32 {
     if !kind {
         return report::SUCCESS;
     }
-    match grove_conformance::cluster::kind_assets::resolve(&options) {
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            eprintln!("error: failed to locate this executable: {e}");
+            return report::SETUP_FAILED;
+        }
+    };
+    match grove_conformance::cluster::kind_assets::resolve(&options, &exe) {
         Ok(assets) => {
             println!("{:<24} {}", "kind", assets.kind.display());
             println!("{:<24} {}", "kubectl", assets.kubectl.display());
@@ -419,6 +426,13 @@ fn run(args: RunArgs) -> i32 {
         TargetSpec::Kind {
             config: args.catalog.join("kind-config/kind.yaml"),
             keep: args.keep_cluster,
+            harness: match std::env::current_exe() {
+                Ok(exe) => exe,
+                Err(e) => {
+                    eprintln!("error: failed to locate this executable: {e}");
+                    return report::USAGE;
+                }
+            },
         }
     } else {
         TargetSpec::Embedded
@@ -446,11 +460,19 @@ fn run(args: RunArgs) -> i32 {
         let interactive = std::io::stderr().is_terminal();
         let mut progress = ProgressLine::new(std::io::stderr(), interactive);
         let handles = target.handles().clone();
-        let results =
-            runner::run_cases(&handles, catalog.clone(), cases, &settings, move |event| {
-                let _ = progress.on_event(event);
-            })
-            .await;
+        let run = runner::run_cases(&handles, catalog.clone(), cases, &settings, move |event| {
+            let _ = progress.on_event(event);
+        });
+        let results = tokio::select! {
+            results = run => results,
+            signal = interrupted() => {
+                // Returning drops the target: a kind cluster is deleted (unless kept), the
+                // embedded cluster and every implementation instance stopped.
+                eprintln!("\ninterrupted by {signal}: stopping the run and tearing the target down");
+                admission::remove_webhooks(&client, &prepared.webhooks).await;
+                return Err(report::INTERRUPTED);
+            }
+        };
         admission::remove_webhooks(&client, &prepared.webhooks).await;
         match results {
             Ok(r) => {
@@ -472,6 +494,19 @@ fn run(args: RunArgs) -> i32 {
     };
     write_reports(&args, &results, impl_name, impl_version);
     report::exit_code(&results)
+}
+
+/// Resolves on SIGINT or SIGTERM, naming it.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return "SIGINT";
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
 }
 
 /// The cases `args` selects; exit code 104 when none.

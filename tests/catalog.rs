@@ -1,9 +1,15 @@
 //! Every case of the catalog as its own test, run against the reference operator.
 //!
-//! By default the target is the embedded cluster (one per test binary). Set
-//! `GROVE_CONFORMANCE_KUBECONFIG` to a kubeconfig to run against that cluster instead (the
-//! Grove CRDs are installed and no embedded cluster starts; steps that need the simulated
-//! kubelet report `skipped: <reason>` on stderr there).
+//! `GROVE_CONFORMANCE_TARGET` selects the target, acquired once per test binary:
+//! - `embedded` (the default): the embedded cluster; every case must run there;
+//! - `kind`: a kind cluster created from `kind-config/kind.yaml` with the assets of
+//!   `grove-conformance setup --kind` (built if missing; Docker needed), deleted when the tests
+//!   end;
+//! - `kubeconfig`: the cluster of `GROVE_CONFORMANCE_KUBECONFIG` (also chosen when only that
+//!   variable is set).
+//!
+//! On a real cluster a step that needs a capability the target lacks (a kubelet that writes
+//! no terminal phase, say) reports `skipped: <reason>` on stderr.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -32,12 +38,25 @@ fn env() -> &'static Env {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let catalog = catalog::load_catalog(root)
             .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
-        let spec = match std::env::var_os("GROVE_CONFORMANCE_KUBECONFIG") {
-            Some(path) => TargetSpec::Kubeconfig {
+        let kubeconfig = std::env::var_os("GROVE_CONFORMANCE_KUBECONFIG");
+        let target = std::env::var("GROVE_CONFORMANCE_TARGET").unwrap_or_default();
+        let spec = match (target.as_str(), kubeconfig) {
+            ("kind", _) => TargetSpec::Kind {
+                config: root.join("kind-config/kind.yaml"),
+                keep: false,
+                harness: PathBuf::from(env!("CARGO_BIN_EXE_grove-conformance")),
+            },
+            ("kubeconfig" | "", Some(path)) => TargetSpec::Kubeconfig {
                 path: PathBuf::from(path),
                 context: None,
             },
-            None => TargetSpec::Embedded,
+            ("embedded" | "", _) => TargetSpec::Embedded,
+            ("kubeconfig", None) => {
+                panic!("GROVE_CONFORMANCE_TARGET=kubeconfig needs GROVE_CONFORMANCE_KUBECONFIG")
+            }
+            (other, _) => panic!(
+                "GROVE_CONFORMANCE_TARGET={other} is not a target: use embedded, kind or kubeconfig"
+            ),
         };
         // A runtime of its own, so clients and the fleet outlive any single test.
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -49,6 +68,18 @@ fn env() -> &'static Env {
         let target = runtime
             .block_on(acquire(&spec, grove_reference_operator::crds(), true))
             .map_err(|e| render_error(&e));
+        // The target lives in a static, which is never dropped: the kind cluster is deleted by
+        // a watchdog once this process has ended.
+        if let Ok(guard) = &target
+            && let Some(cluster) = guard.kind_cluster()
+        {
+            grove_conformance::runner::kind::delete_when_gone(
+                std::process::id(),
+                &cluster.kind,
+                &cluster.name,
+            )
+            .expect("failed to start the kind cluster's watchdog");
+        }
         Env {
             runtime,
             target,

@@ -47,7 +47,8 @@ fn default_runtime() -> Option<String> {
 /// Makes sure Docker can run privileged containers here: nothing to do where the bounding set
 /// has `CAP_SYS_RESOURCE`; elsewhere installs the shim into `dir`, registers it in
 /// `/etc/docker/daemon.json` as the default runtime and reloads dockerd (SIGHUP), saying so.
-pub fn ensure_privileged_works(dir: &Path, progress: bool) -> Result<(), String> {
+/// `harness` is the grove-conformance executable the shim is a copy of.
+pub fn ensure_privileged_works(dir: &Path, harness: &Path, progress: bool) -> Result<(), String> {
     let status = std::fs::read_to_string("/proc/self/status").map_err(|e| e.to_string())?;
     if bounding_set_has_sys_resource(&status) != Some(false) {
         return Ok(());
@@ -61,9 +62,9 @@ pub fn ensure_privileged_works(dir: &Path, progress: bool) -> Result<(), String>
     }
     let shim = dir.join(SHIM_NAME);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let exe = harness;
     let tmp = dir.join(format!(".{SHIM_NAME}.tmp"));
-    std::fs::copy(&exe, &tmp)
+    std::fs::copy(exe, &tmp)
         .map_err(|e| format!("copy {} to {}: {e}", exe.display(), tmp.display()))?;
     std::fs::rename(&tmp, &shim).map_err(|e| format!("{}: {e}", shim.display()))?;
     let text = std::fs::read_to_string(DAEMON_JSON).unwrap_or_else(|_| "{}".into());

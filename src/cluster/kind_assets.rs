@@ -130,8 +130,9 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Resolves the kind assets, building what is missing when `options.allow_build`.
-pub fn resolve(options: &ProvisionOptions) -> Result<KindAssets, ProvisionError> {
+/// Resolves the kind assets, building what is missing when `options.allow_build`. `harness`
+/// is the grove-conformance executable (the runc shim, on hosts that need one).
+pub fn resolve(options: &ProvisionOptions, harness: &Path) -> Result<KindAssets, ProvisionError> {
     let root = options
         .cache_root
         .clone()
@@ -148,13 +149,13 @@ pub fn resolve(options: &ProvisionOptions) -> Result<KindAssets, ProvisionError>
         cache: dir.clone(),
         reason,
     })?;
-    super::docker_runtime::ensure_privileged_works(&dir, options.progress).map_err(|reason| {
-        ProvisionError::NotFound {
+    super::docker_runtime::ensure_privileged_works(&dir, harness, options.progress).map_err(
+        |reason| ProvisionError::NotFound {
             missing: "a Docker engine that runs privileged containers".into(),
             cache: dir.clone(),
             reason,
-        }
-    })?;
+        },
+    )?;
     let complete = || {
         is_executable(&assets.kind)
             && is_executable(&assets.kubectl)

@@ -9,6 +9,7 @@
 //! | 102 | [`INVALID_CATALOG`] | the catalog does not parse, lint fails, or the coverage doc is stale |
 //! | 103 | [`SETUP_FAILED`] | the target cluster or the implementation could not be started |
 //! | 104 | [`NO_CASES`] | the filter selected no case |
+//! | 130 | [`INTERRUPTED`] | SIGINT or SIGTERM: the target was torn down, no report written |
 
 use super::event::RunResults;
 
@@ -26,6 +27,8 @@ pub const INVALID_CATALOG: i32 = 102;
 pub const SETUP_FAILED: i32 = 103;
 /// 104: the filter selected no case.
 pub const NO_CASES: i32 = 104;
+/// Interrupted (SIGINT or SIGTERM): the target was torn down, no report was written.
+pub const INTERRUPTED: i32 = 130;
 
 /// The exit code for a finished run.
 ///

@@ -15,6 +15,7 @@ pub use conformance::{ClauseVerdict, ConformanceReport, Implementation, ProfileV
 pub use console::{ProgressLine, summary_table};
 pub use event::{CaseResult, Failure, Outcome, Recorder, RunEvent, RunResults};
 pub use exit::{
-    CASES_ERRORED, CASES_FAILED, INVALID_CATALOG, NO_CASES, SETUP_FAILED, SUCCESS, USAGE, exit_code,
+    CASES_ERRORED, CASES_FAILED, INTERRUPTED, INVALID_CATALOG, NO_CASES, SETUP_FAILED, SUCCESS,
+    USAGE, exit_code,
 };
 pub use junit::{junit, write_junit};

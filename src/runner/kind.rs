@@ -105,7 +105,41 @@ pub fn reap(kind: &Path, name: &str) -> Result<(), TargetError> {
         return Ok(());
     }
     eprintln!("deleting kind cluster {name}, left behind by an earlier run");
+    delete(kind, name)
+}
+
+/// Deletes cluster `name`. Cgroups (v1) its nodes' runc left frozen are thawed first: runc
+/// freezes a container's cgroup while it applies device rules, and a runc killed in between
+/// (under heavy load, on a timeout) leaves it frozen, which no kill can get through.
+pub fn delete(kind: &Path, name: &str) -> Result<(), TargetError> {
+    let mut ids = Command::new("docker");
+    ids.args([
+        "ps",
+        "-aq",
+        "--no-trunc",
+        "--filter",
+        &format!("label=io.x-k8s.kind.cluster={name}"),
+    ]);
+    for id in run(ids).unwrap_or_default().lines() {
+        thaw(&Path::new("/sys/fs/cgroup/freezer/docker").join(id.trim()));
+    }
     run(delete_command(kind, name)).map(|_| ())
+}
+
+/// Thaws every frozen cgroup under `dir` (nothing where there is no v1 freezer).
+fn thaw(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let state = dir.join("freezer.state");
+    if std::fs::read_to_string(&state).is_ok_and(|s| s.trim() == "FROZEN") {
+        let _ = std::fs::write(&state, "THAWED");
+    }
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            thaw(&entry.path());
+        }
+    }
 }
 
 /// The CNI configuration of a node whose pods get addresses from `cidr`.
@@ -253,6 +287,23 @@ pub async fn set_up_nodes(client: &Client, name: &str) -> Result<(), TargetError
     }
 }
 
+/// Starts a detached watchdog that deletes cluster `name` once process `pid` is gone: for a
+/// cluster held by a process that never drops it (a test binary's shared target). A harness
+/// killed outright is covered as well; the next run also reaps by label.
+pub fn delete_when_gone(pid: u32, kind: &Path, name: &str) -> std::io::Result<()> {
+    let script = format!(
+        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; exec '{}' delete cluster --name '{name}'",
+        kind.display()
+    );
+    Command::new("setsid")
+        .args(["sh", "-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(|_| ())
+}
+
 /// A kind cluster made for a run; dropping it deletes the cluster unless it is kept.
 #[derive(Debug)]
 pub struct KindCluster {
@@ -300,7 +351,7 @@ impl Drop for KindCluster {
             );
             return;
         }
-        if let Err(e) = run(delete_command(&self.kind, &self.name)) {
+        if let Err(e) = delete(&self.kind, &self.name) {
             eprintln!("warning: {e}");
         }
     }

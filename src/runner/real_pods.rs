@@ -1,7 +1,9 @@
 //! Driving pods on a real cluster (kind, or any kubeconfig), where there is no simulated
-//! kubelet: fixture containers wait for `/tmp/exit-code` and exit with the code written there,
-//! so an exit is a `kubectl exec`; their readiness probe fails while `/tmp/unready` exists, so
-//! a readiness flip is a `kubectl exec` too; evictions, preemptions and deletes go through the
+//! kubelet: fixture containers block reading the FIFO `/tmp/exit-code` and exit with the code
+//! written into it, so an exit is a `kubectl exec`; they serve `/tmp/www` on port 8080 and
+//! their readiness probe asks for `/ready`, so a readiness flip (removing or restoring
+//! `/tmp/www/ready`) is a `kubectl exec` too. Neither costs anything while nothing happens: no
+//! polling loop, no exec probe; evictions, preemptions and deletes go through the
 //! API as on the embedded target. On kind a node is lost by killing its container and starting
 //! it again: the node lifecycle controller marks it NotReady and the taint-based eviction
 //! deletes its pods, which the restarted kubelet then finishes.
@@ -16,10 +18,11 @@ use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, 
 use kube::runtime::wait::await_condition;
 use serde_json::json;
 
-/// The file a fixture container waits for; its content is the exit code.
+/// The FIFO a fixture container reads its exit code from.
 pub const EXIT_CODE_FILE: &str = "/tmp/exit-code";
-/// While this file exists, a fixture container's readiness probe fails.
-pub const UNREADY_FILE: &str = "/tmp/unready";
+/// While this file exists, a fixture container's readiness probe (HTTP on port 8080, path
+/// `/ready`) succeeds.
+pub const READY_FILE: &str = "/tmp/www/ready";
 /// How long a lost node may take to be noticed (NotReady) and to have its pods evicted, and a
 /// restarted one to be Ready again.
 pub const NODE_TRANSITION_TIMEOUT: Duration = Duration::from_secs(120);
@@ -65,9 +68,9 @@ pub fn readiness_command(
         .arg(kubeconfig)
         .args(["--namespace", namespace, "exec", pod, "--", "sh", "-c"])
         .arg(if ready {
-            format!("rm -f {UNREADY_FILE}")
+            format!("echo ok > {READY_FILE}")
         } else {
-            format!("touch {UNREADY_FILE}")
+            format!("rm -f {READY_FILE}")
         });
     command
 }
@@ -107,7 +110,9 @@ pub fn exit_command(
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(["--namespace", namespace, "exec", pod, "--", "sh", "-c"])
-        .arg(format!("echo {code} > {EXIT_CODE_FILE}"));
+        .arg(format!(
+            "until [ -p {EXIT_CODE_FILE} ]; do sleep 0.1; done; echo {code} > {EXIT_CODE_FILE}"
+        ));
     command
 }
 
@@ -147,11 +152,13 @@ impl RealPods {
         };
         let restarts_before = restarts(&before);
         let uid = before.metadata.uid.clone();
-        run(
+        // The container ends as soon as the code is written, taking the exec's shell with it:
+        // an exec that "fails" (137) has often done its job. The kubelet's report decides.
+        let written = run(
             exit_command(&self.kubectl, &self.kubeconfig, namespace, pod, code),
             "kubectl",
         )
-        .await?;
+        .await;
         let reported = move |p: Option<&Pod>| {
             p.is_none_or(|p| {
                 p.metadata.uid != uid
@@ -167,7 +174,10 @@ impl RealPods {
             await_condition(self.api(namespace), pod, reported),
         )
         .await
-        .map_err(|_| "the kubelet never reported the exit".to_string())?
+        .map_err(|_| match written {
+            Err(e) => format!("the exit code could not be written: {e}"),
+            Ok(()) => "the kubelet never reported the exit".to_string(),
+        })?
         .map_err(|e| e.to_string())?;
         Ok(())
     }
@@ -206,7 +216,7 @@ impl RealPods {
             await_condition(self.api(namespace), pod, flipped),
         )
         .await
-        .map_err(|_| format!("its Ready condition did not turn {want}: does the container have the readiness probe on {UNREADY_FILE}?"))?
+        .map_err(|_| format!("its Ready condition did not turn {want}: does the container have the readiness probe on {READY_FILE}?"))?
         .map_err(|e| e.to_string())?;
         Ok(())
     }
@@ -391,7 +401,7 @@ mod tests {
                 "--",
                 "sh",
                 "-c",
-                "echo 3 > /tmp/exit-code"
+                "until [ -p /tmp/exit-code ]; do sleep 0.1; done; echo 3 > /tmp/exit-code"
             ]
         );
     }
@@ -404,8 +414,8 @@ mod tests {
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect::<Vec<_>>()
         };
-        assert_eq!(args(false).last().unwrap(), "touch /tmp/unready");
-        assert_eq!(args(true).last().unwrap(), "rm -f /tmp/unready");
+        assert_eq!(args(false).last().unwrap(), "rm -f /tmp/www/ready");
+        assert_eq!(args(true).last().unwrap(), "echo ok > /tmp/www/ready");
     }
 
     #[test]
@@ -430,8 +440,8 @@ mod tests {
                         .map(|c| c.to_string())
                         .unwrap_or_default();
                     let probe = container
-                        .pointer("/readinessProbe/exec/command")
-                        .map(|c| c.to_string())
+                        .pointer("/readinessProbe/httpGet")
+                        .cloned()
                         .unwrap_or_default();
                     assert_eq!(
                         container["imagePullPolicy"],
@@ -442,8 +452,10 @@ mod tests {
                         clique["name"]
                     );
                     assert!(
-                        probe.contains(UNREADY_FILE),
-                        "{}: container {} of clique {} has no readiness probe on {UNREADY_FILE}, so its readiness cannot be flipped on a real cluster",
+                        probe["path"] == "/ready"
+                            && probe["port"] == 8080
+                            && command.contains(READY_FILE),
+                        "{}: container {} of clique {} has no readiness probe on {READY_FILE}, so its readiness cannot be flipped on a real cluster",
                         path.display(),
                         container["name"],
                         clique["name"]

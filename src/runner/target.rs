@@ -39,6 +39,9 @@ pub enum TargetSpec {
         config: PathBuf,
         /// Keep the cluster afterwards.
         keep: bool,
+        /// The grove-conformance executable: installed as the runc shim on hosts that need
+        /// one (see `cluster::docker_runtime`).
+        harness: PathBuf,
     },
 }
 
@@ -68,7 +71,7 @@ pub struct TargetGuard {
     handles: TargetHandles,
     embedded: Option<EmbeddedCluster>,
     /// Declared before the scratch files: the cluster is deleted first.
-    _kind: Option<KindCluster>,
+    kind: Option<KindCluster>,
     /// Scratch files of the target (derived kubeconfigs), removed with the guard.
     _scratch: Option<tempfile::TempDir>,
 }
@@ -104,17 +107,22 @@ pub async fn acquire(
                     pods: PodDriver::Simulated(cluster.fleet.clone()),
                 },
                 embedded: Some(cluster),
-                _kind: None,
+                kind: None,
                 _scratch: None,
             });
         }
         TargetSpec::Kubeconfig { path, context } => (path.clone(), context.clone(), None),
-        TargetSpec::Kind { config, keep } => {
+        TargetSpec::Kind {
+            config,
+            keep,
+            harness,
+        } => {
             let kubeconfig = scratch.path().join("kind-kubeconfig");
             let (config, keep, path) = (config.clone(), *keep, kubeconfig.clone());
+            let harness = harness.clone();
             let started = std::time::Instant::now();
             let (assets, cluster) = tokio::task::spawn_blocking(move || {
-                let assets = kind_assets::resolve(&ProvisionOptions::default())
+                let assets = kind_assets::resolve(&ProvisionOptions::default(), &harness)
                     .map_err(|e| TargetError::KindAssets(Box::new(e)))?;
                 eprintln!(
                     "creating kind cluster {KIND_CLUSTER} from {} with {}",
@@ -157,7 +165,7 @@ pub async fn acquire(
             pods,
         },
         embedded: None,
-        _kind: kind.map(|(_, cluster, _)| cluster),
+        kind: kind.map(|(_, cluster, _)| cluster),
         _scratch: Some(scratch),
     };
     if install_crds && let Err(e) = self::install_crds(&guard.handles.client, &crds).await {
@@ -171,6 +179,11 @@ impl TargetGuard {
     /// What the run needs.
     pub fn handles(&self) -> &TargetHandles {
         &self.handles
+    }
+
+    /// The kind cluster made for the run, on that target.
+    pub fn kind_cluster(&self) -> Option<&KindCluster> {
+        self.kind.as_ref()
     }
 
     /// The embedded cluster, on that target.

@@ -621,3 +621,37 @@ fn c4_spares_a_new_attempt_starting_while_its_replica_completes() {
     add_pod(&mut sim, "job-0-trainer-0-worker", 6, Impl);
     assert_eq!(sim.clauses(), ["C4"]);
 }
+
+#[test]
+fn a_late_entry_is_judged_in_resource_version_order() {
+    // The increment is persisted, then the restart deletes: clean.
+    let mut sim = leader_worker(1, false);
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-worker",
+        Impl,
+        "Failed",
+        "True",
+    );
+    sim.counts(Kind::PodCliqueScalingGroup, "job-0-trainer", json!([1]));
+    sim.delete(Kind::PodClique, "job-0-trainer-0-leader", Impl);
+    sim.assert_clean();
+    // A lagging watch delivers the deletion before the status write: in arrival order the
+    // monitor sees an O2 violation; replayed in resource-version order, none.
+    let mut entries = sim.monitor.timeline().to_vec();
+    let n = entries.len();
+    entries.swap(n - 2, n - 1);
+    let mut arrival = Monitor::new(Vocabulary::default());
+    for entry in entries.clone() {
+        arrival.observe(entry);
+    }
+    let clauses: Vec<_> = arrival.violations().iter().map(|v| v.clause).collect();
+    assert_eq!(clauses, ["O2"]);
+    let replayed = Monitor::new(Vocabulary::default()).replayed_with(entries);
+    assert!(
+        replayed.violations().is_empty(),
+        "{}",
+        replayed.render_timeline()
+    );
+    assert_eq!(replayed.timeline().len(), n);
+}

@@ -873,7 +873,7 @@ impl<'a> Parser<'a> {
     fn pod_step(&mut self, key: &str, node: &Node, path: &str) -> Option<PodStep> {
         let allowed: &[&str] = match key {
             "exit" => &["pod", "clique", "pcs", "code"],
-            "lose-node" => &["pod", "mode"],
+            "lose-node" => &["pod", "mode", "alone"],
             "evict" | "preempt" => &["pod", "clique", "pcs", "terminal-phase"],
             _ => &["pod", "clique", "pcs"],
         };
@@ -918,10 +918,15 @@ impl<'a> Parser<'a> {
                 PodAction::LoseNode(mode?)
             }
         };
+        let alone = match f.get("alone") {
+            None => false,
+            Some(n) => self.boolean(n, &f.child("alone"))?,
+        };
         Some(PodStep {
             selector: selector?,
             action,
             without_terminal_phase,
+            alone,
         })
     }
 
@@ -975,6 +980,7 @@ impl<'a> Parser<'a> {
                     PodAction::Delete
                 },
                 without_terminal_phase,
+                alone: false,
             }));
         }
         let target = self.target(&f)?;

@@ -97,6 +97,18 @@ impl Monitor {
         }
     }
 
+    /// A monitor that has seen this one's timeline and `more`, all in resource-version order.
+    pub fn replayed_with(&self, more: Vec<Entry>) -> Monitor {
+        let mut all = self.timeline.clone();
+        all.extend(more);
+        all.sort_by_key(|e| e.resource_version);
+        let mut fresh = Monitor::new(self.vocab);
+        for entry in all {
+            fresh.observe(entry);
+        }
+        fresh
+    }
+
     /// Every entry so far.
     pub fn timeline(&self) -> &[Entry] {
         &self.timeline

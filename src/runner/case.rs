@@ -430,8 +430,7 @@ async fn execute(ctx: &mut CaseRun<'_>) -> Result<(), StepError> {
                 }
             }
         }
-        let violations = ctx.observer.violations();
-        if !violations.is_empty() {
+        if ctx.observer.violation_confirmed().await {
             // Reported with its evidence once the case ends.
             return Ok(());
         }
@@ -808,6 +807,30 @@ impl CaseRun<'_> {
                     nodes.push(node);
                 }
             }
+            if step.alone {
+                let others: Vec<String> = self.observer.with_snapshot(|s| {
+                    s.pods
+                        .iter()
+                        .filter(|p| matcher::pod_is_active(p))
+                        .filter(|p| {
+                            p.pointer("/spec/nodeName")
+                                .and_then(Value::as_str)
+                                .is_some_and(|n| nodes.iter().any(|m| m == n))
+                        })
+                        .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
+                        .filter(|n| !names.iter().any(|m| m == n))
+                        .map(str::to_string)
+                        .collect()
+                });
+                if !others.is_empty() {
+                    return Err(StepError::Skip(format!(
+                        "the case needs {} alone on {} to lose it, but this target placed active pods of the case there too ({}), which the node would take with it",
+                        step.selector,
+                        nodes.join(", "),
+                        others.join(", ")
+                    )));
+                }
+            }
             for node in nodes {
                 // Known before the node goes, so that no deletion it causes is ever taken
                 // for the implementation's.
@@ -920,7 +943,7 @@ impl CaseRun<'_> {
                 if eval.ok {
                     break;
                 }
-                if !self.observer.violations().is_empty() {
+                if self.observer.violation_confirmed().await {
                     return Ok(()); // the monitor's verdict is reported at the end
                 }
                 if tokio::time::timeout_at(deadline, changes.changed())

@@ -64,6 +64,10 @@ struct State {
     pending: Vec<Pending>,
     monitor: Option<Monitor>,
     violations: Vec<Violation>,
+    /// The highest resource version handed to the monitor.
+    released_rv: u64,
+    /// How often a late entry made the monitor replay the timeline in resource-version order.
+    replays: usize,
     synced: HashSet<Kind>,
     watch_errors: Vec<String>,
 }
@@ -209,6 +213,22 @@ impl Observer {
     /// Monitor violations found so far.
     pub fn violations(&self) -> Vec<Violation> {
         self.lock().violations.clone()
+    }
+
+    /// Whether the monitor has found a violation that still stands once every watch has had
+    /// time to deliver what came before it (a late entry replays the timeline, which can
+    /// withdraw a verdict that rested on arrival order).
+    pub async fn violation_confirmed(&self) -> bool {
+        if self.violations().is_empty() {
+            return false;
+        }
+        tokio::time::sleep(2 * SETTLE).await;
+        !self.violations().is_empty()
+    }
+
+    /// How often the timeline was judged again in resource-version order.
+    pub fn replays(&self) -> usize {
+        self.lock().replays
     }
 
     /// Watch failures seen (the watches resume by themselves; these explain a stuck case).
@@ -484,16 +504,40 @@ async fn release_loop(
         }
         ready.sort_by_key(|p| p.entry.resource_version);
         let writes = writes.lock().unwrap_or_else(|p| p.into_inner());
-        let mut found = Vec::new();
-        if let Some(monitor) = guard.monitor.as_mut() {
-            for mut p in ready {
+        let entries: Vec<Entry> = ready
+            .into_iter()
+            .map(|mut p| {
                 p.entry.actor = actor(&p.entry, p.facts, &writes, fleet.as_deref());
-                found.extend(monitor.observe(p.entry));
-            }
-        }
+                p.entry
+            })
+            .collect();
         drop(writes);
-        let new = !found.is_empty();
-        guard.violations.extend(found);
+        let state = &mut *guard;
+        let Some(monitor) = state.monitor.as_mut() else {
+            continue;
+        };
+        let newest = entries.last().map_or(0, |e| e.resource_version);
+        // An entry older than one already judged arrived later than the settling delay (a
+        // watch lagged): judge the whole timeline again in resource-version order, which is
+        // the order etcd committed the writes in, so no verdict rests on arrival order.
+        let late = entries
+            .first()
+            .is_some_and(|e| e.resource_version < state.released_rv);
+        let new = if late {
+            *monitor = monitor.replayed_with(entries);
+            let before = state.violations.len();
+            state.violations = monitor.violations().to_vec();
+            state.replays += 1;
+            state.violations.len() > before
+        } else {
+            let mut found = Vec::new();
+            for entry in entries {
+                found.extend(monitor.observe(entry));
+            }
+            state.violations.extend(found.iter().cloned());
+            !found.is_empty()
+        };
+        state.released_rv = state.released_rv.max(newest);
         drop(guard);
         if new {
             tx.send_modify(|n| *n += 1);

@@ -1,7 +1,10 @@
-//! Timings of the embedded cluster: cold start (binaries present), pod created → Running
-//! visible, exit injected → terminal phase visible, and idle memory of the control plane.
+//! Timings of a target: cold start (binaries and assets present), pod created → Running
+//! visible, exit injected → terminal phase visible, and (embedded) idle memory of the control
+//! plane. On kind the pods are real: fixture-like busybox containers that exit when told
+//! through `kubectl exec`.
 //!
-//! `cargo run --release --example cluster_timings -- [starts] [pods]` (defaults 5 and 40).
+//! `cargo run --release --example cluster_timings -- [--kind] [starts] [pods]` (defaults 5
+//! and 40; on kind, 1 start).
 
 mod support;
 
@@ -9,7 +12,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use grove_conformance::catalog::PodAction;
 use grove_conformance::embedded::{EmbeddedCluster, EmbeddedOptions};
+use grove_conformance::runner::{PodDriver, TargetSpec, acquire};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
@@ -46,43 +51,85 @@ fn phase(pod: &Pod) -> &str {
 
 #[tokio::main]
 async fn main() {
+    let kind = std::env::args().any(|a| a == "--kind");
     let args: Vec<usize> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let starts = args.first().copied().unwrap_or(5);
+    let starts = args.first().copied().unwrap_or(if kind { 1 } else { 5 });
     let pods = args.get(1).copied().unwrap_or(40);
 
+    // Kept alive until the end: the target of the pod measurements.
+    let mut embedded = None;
+    let mut guard = None;
     let mut start_times = Vec::new();
-    for _ in 0..starts {
+    for i in 0..starts {
         let t = Instant::now();
-        let cluster = EmbeddedCluster::start(EmbeddedOptions::default())
-            .await
-            .expect("the embedded cluster starts");
-        start_times.push(t.elapsed());
-        drop(cluster);
+        if kind {
+            let exe = std::env::current_exe().unwrap();
+            let harness = exe
+                .parent()
+                .and_then(|d| d.parent())
+                .unwrap()
+                .join("grove-conformance");
+            let spec = TargetSpec::Kind {
+                config: "kind-config/kind.yaml".into(),
+                keep: false,
+                harness,
+            };
+            let target = acquire(&spec, grove_reference_operator::crds(), true)
+                .await
+                .expect("the kind cluster starts");
+            start_times.push(t.elapsed());
+            if i + 1 == starts {
+                guard = Some(target);
+            }
+        } else {
+            let cluster = EmbeddedCluster::start(EmbeddedOptions::default())
+                .await
+                .expect("the embedded cluster starts");
+            start_times.push(t.elapsed());
+            if i + 1 == starts {
+                embedded = Some(cluster);
+            }
+        }
     }
-    stats("cold start (cp + 8 nodes ready)", start_times);
-
-    let cluster = EmbeddedCluster::start(EmbeddedOptions::default())
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let rss: u64 = cluster
-        .control_plane
-        .pids()
-        .iter()
-        .map(|p| rss_kib(*p))
-        .sum();
-    println!(
-        "idle RSS of etcd + apiserver + controller manager: {} MiB ({} KiB, {} KiB, {} KiB)",
-        rss / 1024,
-        rss_kib(cluster.control_plane.pids()[0]),
-        rss_kib(cluster.control_plane.pids()[1]),
-        rss_kib(cluster.control_plane.pids()[2])
+    stats(
+        if kind {
+            "cold start (kind: nodes Ready, CRDs)"
+        } else {
+            "cold start (cp + 8 nodes ready)"
+        },
+        start_times,
     );
 
-    let client = cluster.client();
+    let (client, driver) = match (&embedded, &guard) {
+        (Some(cluster), _) => {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            let rss: u64 = cluster
+                .control_plane
+                .pids()
+                .iter()
+                .map(|p| rss_kib(*p))
+                .sum();
+            println!(
+                "idle RSS of etcd + apiserver + controller manager: {} MiB ({} KiB, {} KiB, {} KiB)",
+                rss / 1024,
+                rss_kib(cluster.control_plane.pids()[0]),
+                rss_kib(cluster.control_plane.pids()[1]),
+                rss_kib(cluster.control_plane.pids()[2])
+            );
+            (
+                cluster.client(),
+                PodDriver::Simulated(cluster.fleet.clone()),
+            )
+        }
+        (None, Some(target)) => (
+            target.handles().client.clone(),
+            target.handles().pods.clone(),
+        ),
+        (None, None) => unreachable!("one target was started"),
+    };
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
         .create(
@@ -91,6 +138,12 @@ async fn main() {
         )
         .await
         .unwrap();
+    // The service account a real cluster's admission wants in a new namespace.
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), "timings");
+    while accounts.get_opt("default").await.ok().flatten().is_none() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let api: Api<Pod> = Api::namespaced(client.clone(), "timings");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, String, Instant)>();
     let watch_api = api.clone();
@@ -126,7 +179,10 @@ async fn main() {
         let name = format!("p{i}");
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": name},
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 2, "containers": [{
+                "name": "main", "image": "busybox", "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", "mkfifo /tmp/exit-code && read code < /tmp/exit-code; exit $code"],
+            }]}
         }))
         .unwrap();
         let t0 = Instant::now();
@@ -134,9 +190,8 @@ async fn main() {
         let t1 = wait_for(&name, "Running", &mut rx).await;
         running.push(t1 - t0);
         let t2 = Instant::now();
-        cluster
-            .fleet
-            .exit("timings", &name, (i % 2) as i32)
+        driver
+            .act("timings", &name, PodAction::Exit((i % 2) as i32), false)
             .await
             .unwrap();
         let wanted = if i % 2 == 0 { "Succeeded" } else { "Failed" };

@@ -134,8 +134,9 @@ fn judge(options: &Options, operator: &Path, out: &Path) -> (bool, Option<(Strin
     let Ok(output) = result else {
         return (false, Some(("(harness)".into(), "did not start".into())));
     };
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let first = stdout.lines().find_map(|line| {
+    // Progress lines (`[i/n] FAIL  case (…): why`) go to stderr.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let first = stderr.lines().find_map(|line| {
         let rest = line.split_once("] ")?.1;
         let rest = rest
             .strip_prefix("FAIL  ")

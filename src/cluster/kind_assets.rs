@@ -252,14 +252,17 @@ fn build(root: &Path, dir: &Path, progress: bool) -> Result<(), ProvisionError> 
 
     // 1. Host tools from Debian.
     b.announce("host tools: debootstrap, busybox-static");
-    let missing: Vec<&str> = [
-        ("debootstrap", Path::new("/usr/sbin/debootstrap")),
-        ("busybox-static", Path::new("/bin/busybox")),
-    ]
-    .into_iter()
-    .filter(|(_, p)| !p.exists())
-    .map(|(pkg, _)| pkg)
-    .collect();
+    // busybox-static, not just any /bin/busybox: the fixture and pause images have no libc.
+    let installed = |package: &str| {
+        Command::new("dpkg-query")
+            .args(["-W", "-f", "${Status}", package])
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+    };
+    let missing: Vec<&str> = ["debootstrap", "busybox-static"]
+        .into_iter()
+        .filter(|p| !installed(p))
+        .collect();
     if !missing.is_empty() {
         let list = missing.join(" ");
         b.command(

@@ -104,6 +104,25 @@ pub fn fixture_pods(manifest: &Value) -> u64 {
     pcs_replicas * per_replica
 }
 
+/// Whether a case creates [`LARGE_CASE_PODS`] pods or more: a fixture it declares, or one it
+/// applies with a patch (which is how the 256-pod cases scale).
+fn is_large(case: &Case, catalog: &Catalog) -> bool {
+    let large = |manifest: &Value| fixture_pods(manifest) >= LARGE_CASE_PODS;
+    case.fixtures
+        .iter()
+        .any(|f| catalog.fixture(f).is_some_and(|fx| large(&fx.manifest)))
+        || case.steps.iter().any(|s| match &s.kind {
+            StepKind::Apply(a) => catalog.fixture(&a.fixture).is_some_and(|fx| {
+                let mut manifest = fx.manifest.clone();
+                if let Some(patch) = &a.patch {
+                    merge_patch(&mut manifest, patch);
+                }
+                large(&manifest)
+            }),
+            _ => false,
+        })
+}
+
 /// Whether a case needs the cluster to itself: it loses a node, it pauses or crashes an
 /// implementation that serves every case, or it is large ([`LARGE_CASE_PODS`]).
 pub fn needs_exclusive(
@@ -111,12 +130,7 @@ pub fn needs_exclusive(
     catalog: &Catalog,
     implementation: &ImplementationSpec,
 ) -> bool {
-    let large = case.fixtures.iter().any(|f| {
-        catalog
-            .fixture(f)
-            .is_some_and(|fx| fixture_pods(&fx.manifest) >= LARGE_CASE_PODS)
-    });
-    large
+    is_large(case, catalog)
         || case.steps.iter().any(|s| match &s.kind {
             StepKind::Pods(p) => matches!(p.action, PodAction::LoseNode(_)),
             StepKind::Controller(_) => !implementation.per_case(),
@@ -384,6 +398,18 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
         let _ = namespaces
             .delete(&namespace, &DeleteParams::background())
             .await;
+        // A large case runs alone; so does its teardown: on real kubelets, hundreds of pods
+        // ending their grace periods would otherwise starve the cases that start next.
+        if is_large(case, &run.catalog) {
+            let gone = kube::runtime::wait::await_condition(
+                namespaces.clone(),
+                &namespace,
+                kube::runtime::conditions::is_deleted(""),
+            );
+            if tokio::time::timeout(DEFAULT_CASE_TIMEOUT, gone).await.is_err() {
+                tracing::warn!(namespace, "a large case's namespace was not gone in time");
+            }
+        }
     }
     outcome
 }
@@ -1120,6 +1146,18 @@ fn fires(trigger: &Trigger, armed: &Armed, s: &Snapshot, vocab: &Vocabulary) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_256_pod_cases_are_large_through_their_patch() {
+        let catalog = crate::catalog::load_catalog(std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
+            .expect("the catalog loads");
+        for name in ["all-ranks-256-pods-restart", "leader-worker-256-pods-restart"] {
+            let case = catalog.case(name).expect("the case exists");
+            assert!(is_large(case, &catalog), "{name} is not seen as large");
+        }
+        let small = catalog.case("all-ranks-completes").expect("the case exists");
+        assert!(!is_large(small, &catalog));
+    }
 
     #[test]
     fn fixture_pods_multiply_clique_group_and_set_replicas() {

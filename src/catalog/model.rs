@@ -366,8 +366,8 @@ pub struct PodStep {
     /// removes the pod without ever writing a terminal phase (a kubelet that is gone, or a
     /// watch that coalesced the update), so only the pod's absence tells it ended (E3).
     pub without_terminal_phase: bool,
-    /// `alone: true` on `lose-node`: the case needs the selected pods to be the only active
-    /// pods of the case on their nodes (a real cluster may place others there, which the node
+    /// `alone: true` on `lose-node`: the case needs the selected pods to be the only pods of
+    /// the case on their nodes (a real cluster may place others there, which the node
     /// would take with it); where they are not, the case is skipped, saying so.
     pub alone: bool,
 }

@@ -406,7 +406,10 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
                 &namespace,
                 kube::runtime::conditions::is_deleted(""),
             );
-            if tokio::time::timeout(DEFAULT_CASE_TIMEOUT, gone).await.is_err() {
+            if tokio::time::timeout(DEFAULT_CASE_TIMEOUT, gone)
+                .await
+                .is_err()
+            {
                 tracing::warn!(namespace, "a large case's namespace was not gone in time");
             }
         }
@@ -837,7 +840,6 @@ impl CaseRun<'_> {
                 let others: Vec<String> = self.observer.with_snapshot(|s| {
                     s.pods
                         .iter()
-                        .filter(|p| matcher::pod_is_active(p))
                         .filter(|p| {
                             p.pointer("/spec/nodeName")
                                 .and_then(Value::as_str)
@@ -850,7 +852,7 @@ impl CaseRun<'_> {
                 });
                 if !others.is_empty() {
                     return Err(StepError::Skip(format!(
-                        "the case needs {} alone on {} to lose it, but this target placed active pods of the case there too ({}), which the node would take with it",
+                        "the case needs {} alone on {} to lose it, but this target placed other pods of the case there too ({}), which the node would take with it",
                         step.selector,
                         nodes.join(", "),
                         others.join(", ")
@@ -1149,13 +1151,19 @@ mod tests {
 
     #[test]
     fn the_256_pod_cases_are_large_through_their_patch() {
-        let catalog = crate::catalog::load_catalog(std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
-            .expect("the catalog loads");
-        for name in ["all-ranks-256-pods-restart", "leader-worker-256-pods-restart"] {
+        let catalog =
+            crate::catalog::load_catalog(std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
+                .expect("the catalog loads");
+        for name in [
+            "all-ranks-256-pods-restart",
+            "leader-worker-256-pods-restart",
+        ] {
             let case = catalog.case(name).expect("the case exists");
             assert!(is_large(case, &catalog), "{name} is not seen as large");
         }
-        let small = catalog.case("all-ranks-completes").expect("the case exists");
+        let small = catalog
+            .case("all-ranks-completes")
+            .expect("the case exists");
         assert!(!is_large(small, &catalog));
     }
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use super::provision::{
-    self, Builder, KUBERNETES_VERSION, ProvisionError, ProvisionOptions, default_cache_root,
+    self, Builder, KUBERNETES_VERSION, ProvisionError, ProvisionOptions, default_cache_root, io_err,
 };
 
 /// The kind release, built with `go install`.
@@ -176,11 +176,6 @@ pub fn resolve(options: &ProvisionOptions, harness: &Path) -> Result<KindAssets,
     Ok(assets)
 }
 
-fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ProvisionError {
-    let path = path.to_path_buf();
-    move |source| ProvisionError::Io { what, path, source }
-}
-
 /// The Debian mirror the host's apt uses (the node image comes from the same one).
 pub fn debian_mirror() -> String {
     let mut texts = vec![std::fs::read_to_string("/etc/apt/sources.list").unwrap_or_default()];
@@ -217,23 +212,7 @@ fn sh(script: &str) -> Command {
 }
 
 fn build(root: &Path, dir: &Path, progress: bool) -> Result<(), ProvisionError> {
-    std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
-    let lock_path = dir.join("build.lock");
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(io_err("open", &lock_path))?;
-    if lock.try_lock().is_err() {
-        if progress {
-            eprintln!(
-                "[grove-conformance] another process is building the kind assets; waiting for {}",
-                lock_path.display()
-            );
-        }
-        lock.lock().map_err(io_err("lock", &lock_path))?;
-    }
+    let lock = provision::lock_build(dir, "the kind assets", progress)?;
     // The control-plane binaries first (built, or found in the cache).
     let control_plane = provision::resolve(&ProvisionOptions {
         allow_build: true,

@@ -166,7 +166,10 @@ pub enum ProvisionError {
     },
 }
 
-fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ProvisionError {
+pub(crate) fn io_err(
+    what: &'static str,
+    path: &Path,
+) -> impl FnOnce(std::io::Error) -> ProvisionError {
     let path = path.to_path_buf();
     move |source| ProvisionError::Io { what, path, source }
 }
@@ -538,11 +541,15 @@ fn log_tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-/// Builds the three binaries into the cache under an exclusive file lock. Another process
-/// that holds the lock is waited for; if it produced the binaries, nothing is built again.
-fn build(root: &Path, progress: bool) -> Result<(), ProvisionError> {
-    std::fs::create_dir_all(root).map_err(io_err("create", root))?;
-    let lock_path = root.join("build.lock");
+/// Takes the exclusive lock `dir/build.lock` (creating `dir`), saying so when another process
+/// holds it and is building `what`; the lock is released when the file is dropped.
+pub(crate) fn lock_build(
+    dir: &Path,
+    what: &str,
+    progress: bool,
+) -> Result<std::fs::File, ProvisionError> {
+    std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+    let lock_path = dir.join("build.lock");
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -552,12 +559,19 @@ fn build(root: &Path, progress: bool) -> Result<(), ProvisionError> {
     if lock.try_lock().is_err() {
         if progress {
             eprintln!(
-                "[grove-conformance] another process is building the control-plane binaries; waiting for {}",
+                "[grove-conformance] another process is building {what}; waiting for {}",
                 lock_path.display()
             );
         }
         lock.lock().map_err(io_err("lock", &lock_path))?;
     }
+    Ok(lock)
+}
+
+/// Builds the three binaries into the cache under an exclusive file lock. Another process
+/// that holds the lock is waited for; if it produced the binaries, nothing is built again.
+fn build(root: &Path, progress: bool) -> Result<(), ProvisionError> {
+    let _lock = lock_build(root, "the control-plane binaries", progress)?;
     let cache = cache_bin_dir(root);
     if Component::ALL
         .iter()

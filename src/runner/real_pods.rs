@@ -54,6 +54,23 @@ impl std::fmt::Debug for RealPods {
     }
 }
 
+/// `kubectl exec` of a shell `script` in the pod's (only) container.
+fn kubectl_exec(
+    kubectl: &Path,
+    kubeconfig: &Path,
+    namespace: &str,
+    pod: &str,
+    script: String,
+) -> Command {
+    let mut command = Command::new(kubectl);
+    command
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--namespace", namespace, "exec", pod, "--", "sh", "-c"])
+        .arg(script);
+    command
+}
+
 /// The `kubectl exec` that makes fixture containers unready (`false`) or ready again.
 pub fn readiness_command(
     kubectl: &Path,
@@ -62,17 +79,12 @@ pub fn readiness_command(
     pod: &str,
     ready: bool,
 ) -> Command {
-    let mut command = Command::new(kubectl);
-    command
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--namespace", namespace, "exec", pod, "--", "sh", "-c"])
-        .arg(if ready {
-            format!("echo ok > {READY_FILE}")
-        } else {
-            format!("rm -f {READY_FILE}")
-        });
-    command
+    let script = if ready {
+        format!("echo ok > {READY_FILE}")
+    } else {
+        format!("rm -f {READY_FILE}")
+    };
+    kubectl_exec(kubectl, kubeconfig, namespace, pod, script)
 }
 
 async fn run(mut command: Command, what: &str) -> Result<(), String> {
@@ -105,15 +117,10 @@ pub fn exit_command(
     pod: &str,
     code: i32,
 ) -> Command {
-    let mut command = Command::new(kubectl);
-    command
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--namespace", namespace, "exec", pod, "--", "sh", "-c"])
-        .arg(format!(
-            "until [ -p {EXIT_CODE_FILE} ]; do sleep 0.1; done; echo {code} > {EXIT_CODE_FILE}"
-        ));
-    command
+    let script = format!(
+        "until [ -p {EXIT_CODE_FILE} ]; do sleep 0.1; done; echo {code} > {EXIT_CODE_FILE}"
+    );
+    kubectl_exec(kubectl, kubeconfig, namespace, pod, script)
 }
 
 impl RealPods {

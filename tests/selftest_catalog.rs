@@ -554,3 +554,60 @@ steps:
     assert!(d.contains("9:") && d.contains("terminal-phase"), "{d}");
     assert!(d.contains("`two words` is not one word"), "{d}");
 }
+
+/// The case files under `cases/`, relative to the crate root, as rstest's `#[files]` names
+/// them: every character but letters and digits becomes `_`, cut to 64 characters.
+fn case_test_names(dir: &Path, out: &mut Vec<String>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            case_test_names(&path, out);
+        } else if path.extension().is_some_and(|e| e == "yaml") {
+            let relative = path
+                .strip_prefix(root())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let name: String = relative
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .take(64)
+                .collect();
+            out.push(name);
+        }
+    }
+}
+
+#[test]
+fn each_kind_case_filter_of_ci_and_readme_selects_exactly_one_case() {
+    let mut names = Vec::new();
+    case_test_names(&root().join("cases"), &mut names);
+    // The shape check: rstest's name of a long path ends cut off, as seen in `--list`.
+    assert!(
+        names
+            .iter()
+            .any(|n| n == "cases_podclique_evicted_unschedulable_pending_pod_fails_clique_y"),
+        "rstest's naming changed; update this test"
+    );
+    for file in [".ci/run", "README.md"] {
+        let text = fs::read_to_string(root().join(file)).unwrap();
+        let block = text
+            .split("GROVE_CONFORMANCE_TARGET=kind cargo test --test catalog --")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{file} has no kind test command"));
+        let filters: Vec<&str> = block
+            .split_whitespace()
+            .take_while(|w| *w == "\\" || w.starts_with("cases_"))
+            .filter(|w| w.starts_with("cases_"))
+            .collect();
+        assert_eq!(filters.len(), 5, "{file}: {filters:?}");
+        for filter in filters {
+            let matching: Vec<&String> = names.iter().filter(|n| n.contains(filter)).collect();
+            assert_eq!(
+                matching.len(),
+                1,
+                "{file}: the filter {filter} selects {matching:?}, not exactly one case"
+            );
+        }
+    }
+}

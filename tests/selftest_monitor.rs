@@ -204,6 +204,19 @@ fn pod_name(sim: &Sim, clique: &str, index: u32) -> String {
         .unwrap()
 }
 
+/// The leader pod of replica 0 succeeds and the implementation marks its PodClique Completed.
+fn leader_completes(sim: &mut Sim) {
+    let leader = pod_name(sim, "job-0-trainer-0-leader", 0);
+    sim.phase(&leader, "Succeeded");
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-leader",
+        Impl,
+        "Completed",
+        "True",
+    );
+}
+
 /// The implementation deletes every PodClique of replica 0 and their pods (cascade).
 fn delete_replica(sim: &mut Sim, sidecar: bool) {
     let mut cliques = vec!["leader", "worker"];
@@ -244,15 +257,7 @@ fn a_legitimate_gang_restart_then_completion_is_clean() {
     delete_replica(&mut sim, false);
     create_attempt(&mut sim, false);
     // The new attempt completes through its leader; the workers are cleaned up (C2).
-    let leader = pod_name(&sim, "job-0-trainer-0-leader", 0);
-    sim.phase(&leader, "Succeeded");
-    sim.condition(
-        Kind::PodClique,
-        "job-0-trainer-0-leader",
-        Impl,
-        "Completed",
-        "True",
-    );
+    leader_completes(&mut sim);
     sim.condition(
         Kind::PodCliqueScalingGroup,
         "job-0-trainer",
@@ -519,15 +524,7 @@ fn o2_deleting_before_the_persisted_increment_is_caught() {
 fn c4_creation_inside_a_terminal_scope_is_caught() {
     // A pod recreated in a Completed PodClique.
     let mut sim = leader_worker(1, false);
-    let leader = pod_name(&sim, "job-0-trainer-0-leader", 0);
-    sim.phase(&leader, "Succeeded");
-    sim.condition(
-        Kind::PodClique,
-        "job-0-trainer-0-leader",
-        Impl,
-        "Completed",
-        "True",
-    );
+    leader_completes(&mut sim);
     add_pod(&mut sim, "job-0-trainer-0-leader", 1, Impl);
     assert_eq!(sim.clauses(), ["C4"]);
     // A PodClique recreated in a Completed PCSG replica after cleanup.
@@ -599,15 +596,7 @@ fn c4_spares_a_new_attempt_starting_while_its_replica_completes() {
     // The leader completes (the replica is complete by evaluation) while the worker clique of
     // the same attempt creates its pods; the group has not written Completed yet.
     let mut sim = leader_worker(1, false);
-    let leader = pod_name(&sim, "job-0-trainer-0-leader", 0);
-    sim.phase(&leader, "Succeeded");
-    sim.condition(
-        Kind::PodClique,
-        "job-0-trainer-0-leader",
-        Impl,
-        "Completed",
-        "True",
-    );
+    leader_completes(&mut sim);
     add_pod(&mut sim, "job-0-trainer-0-worker", 5, Impl);
     assert!(sim.clauses().is_empty(), "{:?}", sim.found);
     // Once the group's Completed is persisted, a new pod is inside a terminal scope.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
@@ -90,14 +90,8 @@ pub enum ControlPlaneError {
     #[error("failed to build a client for the embedded apiserver")]
     Client(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A CRD could not be installed.
-    #[error("failed to install CRD {name}")]
-    Crd {
-        /// The CRD's name.
-        name: String,
-        /// The cause.
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Crd(#[from] super::crds::CrdError),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ControlPlaneError {
@@ -229,9 +223,14 @@ impl ControlPlane {
         .await
         .map_err(keep_logs)?;
 
-        install_crds(&client, &options.crds, options.ready_timeout)
-            .await
-            .map_err(keep_logs)?;
+        super::crds::install(
+            &client,
+            &options.crds,
+            super::crds::FIELD_MANAGER,
+            options.ready_timeout,
+        )
+        .await
+        .map_err(|e| keep_logs(e.into()))?;
 
         let mut kcm_cmd = Command::new(options.binaries.path(Component::KubeControllerManager));
         kcm_cmd.args([
@@ -421,39 +420,6 @@ fn insecure_client(port: u16) -> Result<Client, ControlPlaneError> {
     config.connect_timeout = Some(Duration::from_secs(2));
     config.read_timeout = Some(Duration::from_secs(5));
     Client::try_from(config).map_err(|e| ControlPlaneError::Client(Box::new(e)))
-}
-
-async fn install_crds(
-    client: &Client,
-    crds: &[CustomResourceDefinition],
-    timeout: Duration,
-) -> Result<(), ControlPlaneError> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crds {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        match api.create(&PostParams::default(), crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(source) => return Err(ControlPlaneError::Crd { name, source }),
-        }
-    }
-    for crd in crds {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        let cond = kube::runtime::conditions::is_crd_established();
-        let established = kube::runtime::wait::await_condition(api.clone(), &name, cond);
-        match tokio::time::timeout(timeout, established).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                return Err(ControlPlaneError::Client(Box::new(e)));
-            }
-            Err(_) => {
-                return Err(ControlPlaneError::Client(
-                    format!("CRD {name} was not established within {timeout:?}").into(),
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A GET over plain HTTP/1.0 on 127.0.0.1, true on a 200 answer (etcd's `/health`).

@@ -4,6 +4,7 @@
 
 pub mod certs;
 mod control_plane;
+pub mod crds;
 pub mod docker_runtime;
 mod fsutil;
 pub mod kind_assets;

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
@@ -17,8 +16,8 @@ use super::kind::{KindCluster, set_up_nodes};
 use super::pods::PodDriver;
 use super::real_pods::{NodeControl, RealPods};
 use crate::cluster::ProvisionOptions;
-use crate::cluster::kind_assets;
 use crate::cluster::write_private;
+use crate::cluster::{crds, kind_assets};
 use crate::embedded::{EmbeddedCluster, EmbeddedOptions};
 
 /// Which cluster to run on.
@@ -168,9 +167,17 @@ pub async fn acquire(
         kind: kind.map(|(_, cluster, _)| cluster),
         _scratch: Some(scratch),
     };
-    if install_crds && let Err(e) = self::install_crds(&guard.handles.client, &crds).await {
+    if install_crds
+        && let Err(e) = crds::install(
+            &guard.handles.client,
+            &crds,
+            HARNESS_MANAGER,
+            Duration::from_secs(60),
+        )
+        .await
+    {
         guard.mark_failed();
-        return Err(e);
+        return Err(TargetError::Crd(e));
     }
     Ok(guard)
 }
@@ -200,7 +207,7 @@ impl TargetGuard {
 }
 
 /// Field manager of the harness's own writes.
-pub const HARNESS_MANAGER: &str = "grove-conformance";
+pub use crate::cluster::crds::FIELD_MANAGER as HARNESS_MANAGER;
 
 /// Errors while preparing a target.
 #[derive(Debug, thiserror::Error)]
@@ -215,14 +222,8 @@ pub enum TargetError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A CRD could not be installed.
-    #[error("failed to install CRD {name}")]
-    Crd {
-        /// Its name.
-        name: String,
-        /// The cause.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    #[error(transparent)]
+    Crd(crds::CrdError),
     /// A webhook configuration could not be installed.
     #[error("failed to install webhook configuration {name}")]
     Webhook {
@@ -279,41 +280,6 @@ pub async fn from_kubeconfig(
     let derived = scratch.join("kubeconfig");
     write_private(&derived, text.as_bytes()).map_err(|e| err(Box::new(e)))?;
     Ok((client, derived))
-}
-
-/// Installs (server-side apply) the CRDs and waits until they are established.
-pub async fn install_crds(
-    client: &Client,
-    crds: &[CustomResourceDefinition],
-) -> Result<(), TargetError> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crds {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        let crd_err = |source: Box<dyn std::error::Error + Send + Sync>| TargetError::Crd {
-            name: name.clone(),
-            source,
-        };
-        let mut body = serde_json::to_value(crd).map_err(|e| crd_err(Box::new(e)))?;
-        body["apiVersion"] = "apiextensions.k8s.io/v1".into();
-        body["kind"] = "CustomResourceDefinition".into();
-        api.patch(
-            &name,
-            &PatchParams::apply(HARNESS_MANAGER).force(),
-            &Patch::Apply(&body),
-        )
-        .await
-        .map_err(|e| crd_err(Box::new(e)))?;
-        let established = kube::runtime::wait::await_condition(
-            api.clone(),
-            &name,
-            kube::runtime::conditions::is_crd_established(),
-        );
-        tokio::time::timeout(Duration::from_secs(60), established)
-            .await
-            .map_err(|e| crd_err(Box::new(e)))?
-            .map_err(|e| crd_err(Box::new(e)))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

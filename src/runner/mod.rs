@@ -5,6 +5,7 @@
 //! [`implementation`] starts and controls the implementation under test.
 
 pub mod admission;
+pub mod bench;
 pub mod case;
 pub mod container;
 pub mod implementation;

@@ -1,0 +1,444 @@
+//! Running the catalog several times in a row, each run a fresh `grove-conformance run`
+//! process (its own cluster, its own implementation), to compare two commits on one machine
+//! and to find flakes: the wall time of each run, its outcome counts, and every case whose
+//! outcome differed between runs.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use quick_xml::Reader;
+use quick_xml::events::Event;
+
+/// The outcome of one case in one run, as its JUnit testcase says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CaseVerdict {
+    /// No failure, error or skipped element.
+    Pass,
+    /// A `<failure>`.
+    Fail,
+    /// An `<error>`.
+    Error,
+    /// A `<skipped>` (skipped or not applicable).
+    Skip,
+}
+
+impl CaseVerdict {
+    fn as_str(self) -> &'static str {
+        match self {
+            CaseVerdict::Pass => "pass",
+            CaseVerdict::Fail => "fail",
+            CaseVerdict::Error => "error",
+            CaseVerdict::Skip => "skip",
+        }
+    }
+}
+
+/// One case of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseRun {
+    /// `area/name`.
+    pub case: String,
+    /// Its outcome.
+    pub verdict: CaseVerdict,
+    /// Its wall time.
+    pub time: Duration,
+}
+
+/// One run of the catalog.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// 1-based.
+    pub index: usize,
+    /// Wall time of the whole process: cluster start, every case, teardown.
+    pub wall: Duration,
+    /// The process's exit code (`None`: killed by a signal).
+    pub exit_code: Option<i32>,
+    /// Its cases, from its JUnit file (empty when the run wrote none).
+    pub cases: Vec<CaseRun>,
+    /// Where its outputs are.
+    pub out: PathBuf,
+}
+
+impl Run {
+    fn count(&self, v: CaseVerdict) -> usize {
+        self.cases.iter().filter(|c| c.verdict == v).count()
+    }
+}
+
+/// A failure to run the benchmark itself (not a failing case).
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The output folder could not be made.
+    #[error("failed to create {path}")]
+    Output {
+        /// The folder.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The run process could not be started.
+    #[error("failed to start {exe}")]
+    Spawn {
+        /// The harness executable.
+        exe: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A JUnit file could not be read.
+    #[error("failed to read the JUnit file {path}")]
+    Junit {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// Runs `exe run --out <out>/run-<i> <run_args>` `runs` times, one after the other, its
+/// console going to `<out>/run-<i>/console.log`, and calls `progress` after each run.
+pub fn run_repeatedly(
+    exe: &Path,
+    runs: usize,
+    run_args: &[OsString],
+    out: &Path,
+    mut progress: impl FnMut(&Run),
+) -> Result<Vec<Run>, BenchError> {
+    let mut done = Vec::with_capacity(runs);
+    for index in 1..=runs {
+        let dir = out.join(format!("run-{index}"));
+        std::fs::create_dir_all(&dir).map_err(|source| BenchError::Output {
+            path: dir.clone(),
+            source,
+        })?;
+        let console = std::fs::File::create(dir.join("console.log")).map_err(|source| {
+            BenchError::Output {
+                path: dir.join("console.log"),
+                source,
+            }
+        })?;
+        let console_err = console.try_clone().map_err(|source| BenchError::Output {
+            path: dir.join("console.log"),
+            source,
+        })?;
+        let started = Instant::now();
+        let status = Command::new(exe)
+            .arg("run")
+            .arg("--out")
+            .arg(&dir)
+            .args(run_args)
+            .stdin(Stdio::null())
+            .stdout(console)
+            .stderr(console_err)
+            .status()
+            .map_err(|source| BenchError::Spawn {
+                exe: exe.to_path_buf(),
+                source,
+            })?;
+        let wall = started.elapsed();
+        let junit = dir.join("junit.xml");
+        let cases = if junit.exists() {
+            read_junit(&junit)?
+        } else {
+            Vec::new()
+        };
+        let run = Run {
+            index,
+            wall,
+            exit_code: status.code(),
+            cases,
+            out: dir,
+        };
+        progress(&run);
+        done.push(run);
+    }
+    Ok(done)
+}
+
+/// The testcases of a JUnit file written by `run`: `classname` `grove-conformance.<area>`
+/// and `name` give `area/name`.
+pub fn read_junit(path: &Path) -> Result<Vec<CaseRun>, BenchError> {
+    let fail = |source: Box<dyn std::error::Error + Send + Sync>| BenchError::Junit {
+        path: path.to_path_buf(),
+        source,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| fail(Box::new(e)))?;
+    parse_junit(&text).map_err(fail)
+}
+
+fn parse_junit(text: &str) -> Result<Vec<CaseRun>, Box<dyn std::error::Error + Send + Sync>> {
+    let mut reader = Reader::from_str(text);
+    let mut cases = Vec::new();
+    let mut current: Option<CaseRun> = None;
+    loop {
+        let event = reader.read_event()?;
+        let (start, is_empty) = match &event {
+            Event::Start(e) => (Some(e.clone()), false),
+            Event::Empty(e) => (Some(e.clone()), true),
+            _ => (None, false),
+        };
+        if let Some(e) = start {
+            match e.name().as_ref() {
+                b"testcase" => {
+                    let mut attrs = BTreeMap::new();
+                    for a in e.attributes() {
+                        let a = a?;
+                        attrs.insert(
+                            String::from_utf8_lossy(a.key.as_ref()).into_owned(),
+                            a.normalized_value(quick_xml::XmlVersion::Implicit1_0)?
+                                .into_owned(),
+                        );
+                    }
+                    let area = attrs
+                        .get("classname")
+                        .map(|c| c.trim_start_matches("grove-conformance.").to_owned())
+                        .unwrap_or_default();
+                    let name = attrs.get("name").cloned().unwrap_or_default();
+                    let secs: f64 = attrs
+                        .get("time")
+                        .and_then(|t| t.parse().ok())
+                        .unwrap_or(0.0);
+                    let case = CaseRun {
+                        case: format!("{area}/{name}"),
+                        verdict: CaseVerdict::Pass,
+                        time: Duration::from_secs_f64(secs.max(0.0)),
+                    };
+                    if is_empty {
+                        cases.push(case);
+                    } else {
+                        current = Some(case);
+                    }
+                }
+                b"failure" | b"error" | b"skipped" => {
+                    if let Some(c) = current.as_mut() {
+                        c.verdict = match e.name().as_ref() {
+                            b"failure" => CaseVerdict::Fail,
+                            b"error" => CaseVerdict::Error,
+                            _ => CaseVerdict::Skip,
+                        };
+                    }
+                }
+                _ => {}
+            }
+        }
+        match event {
+            Event::End(e) if e.name().as_ref() == b"testcase" => {
+                if let Some(c) = current.take() {
+                    cases.push(c);
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    Ok(cases)
+}
+
+/// Minimum, median and maximum.
+fn spread(mut xs: Vec<Duration>) -> Option<(Duration, Duration, Duration)> {
+    xs.sort();
+    Some((*xs.first()?, xs[xs.len() / 2], *xs.last()?))
+}
+
+/// The one-line progress of a run.
+pub fn run_line(run: &Run) -> String {
+    let code = run
+        .exit_code
+        .map_or_else(|| "signal".to_owned(), |c| c.to_string());
+    format!(
+        "run {:>2}: {:>7.1} s  pass {:>3}  fail {}  error {}  skip {}  exit {code}",
+        run.index,
+        run.wall.as_secs_f64(),
+        run.count(CaseVerdict::Pass),
+        run.count(CaseVerdict::Fail),
+        run.count(CaseVerdict::Error),
+        run.count(CaseVerdict::Skip),
+    )
+}
+
+/// The summary of all runs, in Markdown: a row per run, min/median/max of the wall time and of
+/// the summed case time, the slowest cases by median, and each case whose outcome was not the
+/// same in every run (a flake, or a run that broke).
+pub fn summary(runs: &[Run]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| run | wall (s) | case time (s) | pass | fail | error | skip | exit |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    for r in runs {
+        let case_time: Duration = r.cases.iter().map(|c| c.time).sum();
+        let _ = writeln!(
+            out,
+            "| {} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
+            r.index,
+            r.wall.as_secs_f64(),
+            case_time.as_secs_f64(),
+            r.count(CaseVerdict::Pass),
+            r.count(CaseVerdict::Fail),
+            r.count(CaseVerdict::Error),
+            r.count(CaseVerdict::Skip),
+            r.exit_code
+                .map_or_else(|| "signal".to_owned(), |c| c.to_string()),
+        );
+    }
+    let walls: Vec<Duration> = runs.iter().map(|r| r.wall).collect();
+    let sums: Vec<Duration> = runs
+        .iter()
+        .map(|r| r.cases.iter().map(|c| c.time).sum())
+        .collect();
+    let _ = writeln!(
+        out,
+        "\n| of {} runs | min (s) | median (s) | max (s) |",
+        runs.len()
+    );
+    let _ = writeln!(out, "|---|---|---|---|");
+    for (what, xs) in [("wall", walls), ("summed case time", sums)] {
+        if let Some((lo, mid, hi)) = spread(xs) {
+            let _ = writeln!(
+                out,
+                "| {what} | {:.1} | {:.1} | {:.1} |",
+                lo.as_secs_f64(),
+                mid.as_secs_f64(),
+                hi.as_secs_f64()
+            );
+        }
+    }
+
+    let mut by_case: BTreeMap<&str, Vec<(usize, CaseVerdict, Duration)>> = BTreeMap::new();
+    for r in runs {
+        for c in &r.cases {
+            by_case
+                .entry(&c.case)
+                .or_default()
+                .push((r.index, c.verdict, c.time));
+        }
+    }
+    let mut medians: Vec<(&str, Duration)> = by_case
+        .iter()
+        .filter_map(|(case, xs)| Some((*case, spread(xs.iter().map(|x| x.2).collect())?.1)))
+        .collect();
+    medians.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let _ = writeln!(out, "\nslowest cases (median of their runs):");
+    for (case, t) in medians.iter().take(10) {
+        let _ = writeln!(out, "- {case}: {:.1} s", t.as_secs_f64());
+    }
+
+    let unstable: Vec<String> = by_case
+        .iter()
+        .filter(|(_, xs)| xs.len() < runs.len() || xs.iter().any(|x| x.1 != xs[0].1))
+        .map(|(case, xs)| {
+            let runs: Vec<String> = xs
+                .iter()
+                .map(|(i, v, _)| format!("{i}:{}", v.as_str()))
+                .collect();
+            format!("- {case}: {}", runs.join(" "))
+        })
+        .collect();
+    let runs_failed: Vec<String> = runs
+        .iter()
+        .filter(|r| r.cases.is_empty())
+        .map(|r| format!("- run {} wrote no JUnit (see {})", r.index, r.out.display()))
+        .collect();
+    if unstable.is_empty() && runs_failed.is_empty() {
+        let _ = writeln!(out, "\nevery case had the same outcome in every run");
+    } else {
+        let _ = writeln!(out, "\ncases whose outcome differed between runs:");
+        for line in unstable.iter().chain(&runs_failed) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JUNIT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuites>
+  <testsuite name="guards" tests="3">
+    <testcase name="a" classname="grove-conformance.guards" time="1.500">
+      <properties><property name="clause" value="C1"/></properties>
+    </testcase>
+    <testcase name="b" classname="grove-conformance.guards" time="2.000">
+      <properties/>
+      <failure type="fail" message="x"><![CDATA[diff]]></failure>
+      <system-out><![CDATA[t]]></system-out>
+    </testcase>
+    <testcase name="c" classname="grove-conformance.crash" time="0.100">
+      <skipped message="why"/>
+    </testcase>
+    <testcase name="d" classname="grove-conformance.crash" time="0.2"/>
+  </testsuite>
+</testsuites>"#;
+
+    #[test]
+    fn junit_testcases_are_read_with_their_outcome_and_time() {
+        let cases = parse_junit(JUNIT).unwrap();
+        let got: Vec<(&str, CaseVerdict, u128)> = cases
+            .iter()
+            .map(|c| (c.case.as_str(), c.verdict, c.time.as_millis()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("guards/a", CaseVerdict::Pass, 1500),
+                ("guards/b", CaseVerdict::Fail, 2000),
+                ("crash/c", CaseVerdict::Skip, 100),
+                ("crash/d", CaseVerdict::Pass, 200),
+            ]
+        );
+    }
+
+    fn run(index: usize, wall: u64, verdict_b: CaseVerdict) -> Run {
+        Run {
+            index,
+            wall: Duration::from_secs(wall),
+            exit_code: Some(0),
+            cases: vec![
+                CaseRun {
+                    case: "guards/a".into(),
+                    verdict: CaseVerdict::Pass,
+                    time: Duration::from_secs(1),
+                },
+                CaseRun {
+                    case: "guards/b".into(),
+                    verdict: verdict_b,
+                    time: Duration::from_secs(3),
+                },
+            ],
+            out: PathBuf::from("/x"),
+        }
+    }
+
+    #[test]
+    fn the_summary_names_a_case_whose_outcome_changed_between_runs() {
+        let runs = vec![
+            run(1, 10, CaseVerdict::Pass),
+            run(2, 30, CaseVerdict::Fail),
+            run(3, 20, CaseVerdict::Pass),
+        ];
+        let s = summary(&runs);
+        assert!(s.contains("| wall | 10.0 | 20.0 | 30.0 |"), "{s}");
+        assert!(s.contains("- guards/b: 1:pass 2:fail 3:pass"), "{s}");
+        assert!(!s.contains("- guards/a:"), "{s}");
+        assert!(s.contains("- guards/b: 3.0 s\n- guards/a: 1.0 s"), "{s}");
+    }
+
+    #[test]
+    fn the_summary_says_so_when_every_run_agreed() {
+        let runs = vec![run(1, 10, CaseVerdict::Pass), run(2, 11, CaseVerdict::Pass)];
+        let s = summary(&runs);
+        assert!(
+            s.contains("every case had the same outcome in every run"),
+            "{s}"
+        );
+    }
+}

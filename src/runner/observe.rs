@@ -70,6 +70,8 @@ struct State {
     replays: usize,
     synced: HashSet<Kind>,
     watch_errors: Vec<String>,
+    /// Why the timeline cannot be judged (a watch saw a resourceVersion go backwards).
+    unjudgeable: Option<String>,
 }
 
 /// What the harness itself wrote, for attribution.
@@ -234,6 +236,14 @@ impl Observer {
     /// Watch failures seen (the watches resume by themselves; these explain a stuck case).
     pub fn watch_errors(&self) -> Vec<String> {
         self.lock().watch_errors.clone()
+    }
+
+    /// Why the timeline cannot be judged, if it cannot: a watch delivered a resourceVersion
+    /// lower than one it had delivered before (a restored etcd, another apiserver's older
+    /// cache), so the order of writes the monitor relies on is unknown. A case with such a
+    /// timeline is an error, never a pass.
+    pub fn unjudgeable(&self) -> Option<String> {
+        self.lock().unjudgeable.clone()
     }
 
     /// Hands every pending entry to the monitor (waiting out the settling delay first) and
@@ -401,6 +411,7 @@ async fn watch_kind(
     let mut stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
+    let mut progress = WatchProgress::default();
     while let Some(event) = stream.next().await {
         let to_value = |o: DynamicObject| {
             let mut v = serde_json::to_value(o).unwrap_or(Value::Null);
@@ -411,13 +422,28 @@ async fn watch_kind(
             v
         };
         match event {
-            Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => {
-                record(kind, to_value(o), false, &state, &writes, &tx);
+            Ok(watcher::Event::Apply(o)) => {
+                let object = to_value(o);
+                progress.streamed(kind, &object, &state);
+                record(kind, object, false, &state, &writes, &tx);
             }
             Ok(watcher::Event::Delete(o)) => {
-                record(kind, to_value(o), true, &state, &writes, &tx);
+                let object = to_value(o);
+                progress.streamed(kind, &object, &state);
+                record(kind, object, true, &state, &writes, &tx);
+            }
+            Ok(watcher::Event::Init) => progress.listing = Some(HashSet::new()),
+            Ok(watcher::Event::InitApply(o)) => {
+                let object = to_value(o);
+                progress.listed(&object);
+                record(kind, object, false, &state, &writes, &tx);
             }
             Ok(watcher::Event::InitDone) => {
+                // A relist after a gap: whatever we hold that the list no longer has was
+                // deleted while the watch was away.
+                for gone in progress.relisted(kind, &state) {
+                    record(kind, gone, true, &state, &writes, &tx);
+                }
                 state
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -425,7 +451,6 @@ async fn watch_kind(
                     .insert(kind);
                 tx.send_modify(|n| *n += 1);
             }
-            Ok(watcher::Event::Init) => {}
             Err(err) => {
                 state
                     .lock()
@@ -434,6 +459,80 @@ async fn watch_kind(
                     .push(format!("{kind}: {err}"));
             }
         }
+    }
+}
+
+fn rv_of(object: &Value) -> u64 {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|rv| rv.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// What one watch has delivered: the highest resourceVersion streamed, and during a (re)list
+/// the UIDs listed so far.
+#[derive(Debug, Default)]
+struct WatchProgress {
+    highest: u64,
+    listing: Option<HashSet<String>>,
+}
+
+impl WatchProgress {
+    /// A streamed event: its resourceVersion must be above every one streamed before.
+    fn streamed(&mut self, kind: Kind, object: &Value, state: &Mutex<State>) {
+        let rv = rv_of(object);
+        if rv < self.highest {
+            let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+            state.unjudgeable.get_or_insert_with(|| {
+                format!(
+                    "the {kind} watch went back in time: resourceVersion {rv} ({} {}) after {}",
+                    kind,
+                    object
+                        .pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?"),
+                    self.highest
+                )
+            });
+        }
+        self.highest = self.highest.max(rv);
+    }
+
+    fn listed(&mut self, object: &Value) {
+        self.highest = self.highest.max(rv_of(object));
+        if let Some(listing) = self.listing.as_mut() {
+            listing.insert(uid_of(object));
+        }
+    }
+
+    /// The objects of `kind` held in the snapshot that the list just finished did not have,
+    /// each stamped with the list's highest resourceVersion (they were deleted before it).
+    fn relisted(&mut self, kind: Kind, state: &Mutex<State>) -> Vec<Value> {
+        let Some(listed) = self.listing.take() else {
+            return Vec::new();
+        };
+        let state = state.lock().unwrap_or_else(|p| p.into_inner());
+        let held: Vec<&Value> = match kind {
+            Kind::Pod => state.snapshot.pods.iter().collect(),
+            Kind::Event => state.snapshot.events.iter().collect(),
+            _ => state
+                .snapshot
+                .objects
+                .iter()
+                .filter(|((k, _), _)| *k == kind)
+                .map(|(_, o)| o)
+                .collect(),
+        };
+        held.into_iter()
+            .filter(|o| !listed.contains(&uid_of(o)))
+            .map(|o| {
+                let mut gone = o.clone();
+                gone["metadata"]["resourceVersion"] =
+                    Value::String(self.highest.max(rv_of(o)).to_string());
+                gone
+            })
+            .collect()
     }
 }
 
@@ -560,4 +659,46 @@ pub fn current_uids(
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(uid: &str, rv: u64) -> Value {
+        json!({"kind": "Pod", "metadata": {"name": uid, "uid": uid, "resourceVersion": rv.to_string()}})
+    }
+
+    #[test]
+    fn a_watch_going_back_in_time_makes_the_timeline_unjudgeable() {
+        let state = Mutex::new(State::default());
+        let mut progress = WatchProgress::default();
+        progress.streamed(Kind::Pod, &pod("a", 10), &state);
+        progress.streamed(Kind::Pod, &pod("b", 12), &state);
+        assert_eq!(state.lock().unwrap().unjudgeable, None);
+        progress.streamed(Kind::Pod, &pod("c", 11), &state);
+        let why = state.lock().unwrap().unjudgeable.clone().unwrap();
+        assert!(
+            why.contains("resourceVersion 11") && why.contains("after 12"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_relist_reports_the_objects_it_no_longer_has_as_deleted() {
+        let state = Mutex::new(State::default());
+        state.lock().unwrap().snapshot.pods = vec![pod("kept", 5), pod("gone", 7)];
+        let mut progress = WatchProgress::default();
+        progress.listing = Some(HashSet::new());
+        progress.listed(&pod("kept", 5));
+        progress.listed(&pod("new", 20));
+        let gone = progress.relisted(Kind::Pod, &state);
+        assert_eq!(gone.len(), 1);
+        assert_eq!(gone[0]["metadata"]["uid"], "gone");
+        assert_eq!(gone[0]["metadata"]["resourceVersion"], "20");
+        // Nothing more once the list is done; relist items never count as going backwards.
+        assert!(progress.relisted(Kind::Pod, &state).is_empty());
+        assert_eq!(state.lock().unwrap().unjudgeable, None);
+    }
 }

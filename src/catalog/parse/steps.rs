@@ -1,0 +1,489 @@
+//! Steps: `apply`, `update`, `delete`/`force-delete`, `reject`, the pod actions (`exit`,
+//! `unready`, `ready`, `evict`, `preempt`, `lose-node`), `controller` with its `when:`
+//! trigger, and `remember`. (`expect` steps are in `expect.rs`.)
+
+use super::{Fields, Parser, join};
+use crate::catalog::model::{
+    Apply, ConditionWrite, ControllerAction, ControllerStep, Delete, DeletionTarget, NodeLoss,
+    ObjectRef, PodAction, PodStep, Reject, Remember, Request, Step, StepKind, Subresource, Target,
+    Trigger, UidSubject, Update,
+};
+use crate::catalog::yaml::Node;
+use crate::vocab::{Category, Kind};
+
+const STEP_KEYS: &[&str] = &[
+    "apply",
+    "update",
+    "delete",
+    "force-delete",
+    "reject",
+    "exit",
+    "unready",
+    "ready",
+    "evict",
+    "preempt",
+    "lose-node",
+    "controller",
+    "remember",
+    "expect",
+];
+
+impl Parser<'_> {
+    pub(super) fn step(&mut self, node: &Node, path: &str) -> Option<Step> {
+        let f = self.fields(node, path, STEP_KEYS)?;
+        if f.entries.len() != 1 {
+            self.error(
+                node.pos,
+                path,
+                format!(
+                    "a step has exactly one key (its kind), found {}",
+                    f.entries.len()
+                ),
+            );
+            return None;
+        }
+        let (key_node, body) = &f.entries[0];
+        let key = key_node.as_str().unwrap_or_default();
+        let p = join(path, key);
+        let kind = match key {
+            "apply" => StepKind::Apply(self.apply(body, &p)?),
+            "update" => StepKind::Update(self.update(body, &p)?),
+            "delete" | "force-delete" => self.delete(body, &p, key == "force-delete")?,
+            "reject" => StepKind::Reject(self.reject(body, &p)?),
+            "exit" | "unready" | "ready" | "evict" | "preempt" | "lose-node" => {
+                StepKind::Pods(self.pod_step(key, body, &p)?)
+            }
+            "controller" => StepKind::Controller(self.controller(body, &p)?),
+            "remember" => StepKind::Remember(self.remember(body, &p)?),
+            "expect" => StepKind::Expect(self.expect(body, &p)?),
+            _ => return None,
+        };
+        Some(Step {
+            pos: node.pos,
+            kind,
+        })
+    }
+
+    fn apply(&mut self, node: &Node, path: &str) -> Option<Apply> {
+        if node.as_str().is_some() {
+            let fixture = self.fixture_ref(node, path)?;
+            return Some(Apply {
+                fixture,
+                patch: None,
+            });
+        }
+        let f = self.fields(node, path, &["fixture", "patch"])?;
+        let fixture = self
+            .required(&f, "fixture")
+            .and_then(|n| self.fixture_ref(n, &f.child("fixture")));
+        let patch = f
+            .get("patch")
+            .and_then(|n| self.patch_value(n, &f.child("patch")));
+        Some(Apply {
+            fixture: fixture?,
+            patch,
+        })
+    }
+
+    /// `kind` + `name`, or `fixture`; returns the target and whether it was complete.
+    fn target(&mut self, f: &Fields<'_>) -> Option<Target> {
+        match (f.get("kind"), f.get("name"), f.get("fixture")) {
+            (_, _, Some(fx)) if f.has("kind") || f.has("name") => {
+                self.error(
+                    fx.pos,
+                    &f.child("fixture"),
+                    "use either `fixture` or `kind` + `name`",
+                );
+                None
+            }
+            (None, None, Some(fx)) => self
+                .fixture_ref(fx, &f.child("fixture"))
+                .map(Target::Fixture),
+            (Some(k), Some(n), None) => {
+                let kind = self.kind(k, &f.child("kind"), false);
+                let name = self.name(n, &f.child("name"));
+                Some(Target::Object(ObjectRef {
+                    kind: kind?,
+                    name: name?,
+                }))
+            }
+            _ => {
+                self.error(f.pos, &f.path, "expected `kind` and `name`, or `fixture`");
+                None
+            }
+        }
+    }
+
+    fn update(&mut self, node: &Node, path: &str) -> Option<Update> {
+        let f = self.fields(
+            node,
+            path,
+            &[
+                "kind",
+                "name",
+                "fixture",
+                "subresource",
+                "patch",
+                "conditions",
+            ],
+        )?;
+        let target = self.target(&f);
+        let subresource = match f.get("subresource") {
+            None => Some(Subresource::Main),
+            Some(n) => match self.string(n, &f.child("subresource")).as_deref() {
+                Some("status") => Some(Subresource::Status),
+                Some("scale") => Some(Subresource::Scale),
+                Some(other) => {
+                    self.error(
+                        n.pos,
+                        &f.child("subresource"),
+                        format!("unknown subresource `{other}` (expected `status` or `scale`)"),
+                    );
+                    None
+                }
+                None => None,
+            },
+        };
+        let patch = f
+            .get("patch")
+            .and_then(|n| self.patch_value(n, &f.child("patch")));
+        let kind = match &target {
+            Some(Target::Object(o)) => Some(o.kind),
+            Some(Target::Fixture(_)) => Some(Kind::PodCliqueSet),
+            None => None,
+        };
+        let conditions = match f.get("conditions") {
+            None => Vec::new(),
+            Some(n) => {
+                if subresource != Some(Subresource::Status) {
+                    self.error(
+                        n.pos,
+                        &f.child("conditions"),
+                        "`conditions` needs `subresource: status`",
+                    );
+                }
+                self.conditions::<ConditionWrite>(n, &f.child("conditions"), kind)
+            }
+        };
+        if !f.has("patch") && !f.has("conditions") {
+            self.error(f.pos, path, "expected `patch` or `conditions`");
+        }
+        Some(Update {
+            target: target?,
+            subresource: subresource?,
+            patch,
+            conditions,
+        })
+    }
+
+    fn pod_step(&mut self, key: &str, node: &Node, path: &str) -> Option<PodStep> {
+        let allowed: &[&str] = match key {
+            "exit" => &["pod", "clique", "pcs", "code"],
+            "lose-node" => &["pod", "mode", "alone"],
+            "evict" | "preempt" => &["pod", "clique", "pcs", "terminal-phase"],
+            _ => &["pod", "clique", "pcs"],
+        };
+        let f = self.fields(node, path, allowed)?;
+        let without_terminal_phase = self.without_terminal_phase(&f)?;
+        let selector = self.pod_selector(&f, key != "lose-node");
+        let action = match key {
+            "exit" => {
+                let code = self.required(&f, "code").and_then(|n| {
+                    let c = self.integer(n, &f.child("code"))?;
+                    match i32::try_from(c) {
+                        Ok(c) if (0..=255).contains(&c) => Some(c),
+                        _ => {
+                            self.error(n.pos, &f.child("code"), "expected an exit code in 0..=255");
+                            None
+                        }
+                    }
+                });
+                PodAction::Exit(code?)
+            }
+            "unready" => PodAction::Unready,
+            "ready" => PodAction::Ready,
+            "evict" => PodAction::Evict,
+            "preempt" => PodAction::Preempt,
+            _ => {
+                let mode = match f.get("mode") {
+                    None => Some(NodeLoss::Vanish),
+                    Some(n) => match self.string(n, &f.child("mode")).as_deref() {
+                        Some("vanish") => Some(NodeLoss::Vanish),
+                        Some("fail") => Some(NodeLoss::FailFirst),
+                        Some(other) => {
+                            self.error(
+                                n.pos,
+                                &f.child("mode"),
+                                format!("unknown mode `{other}` (expected `vanish` or `fail`)"),
+                            );
+                            None
+                        }
+                        None => None,
+                    },
+                };
+                PodAction::LoseNode(mode?)
+            }
+        };
+        let alone = match f.get("alone") {
+            None => false,
+            Some(n) => self.boolean(n, &f.child("alone"))?,
+        };
+        Some(PodStep {
+            selector: selector?,
+            action,
+            without_terminal_phase,
+            alone,
+        })
+    }
+
+    /// `terminal-phase: false` (the only value besides the default `true`).
+    fn without_terminal_phase(&mut self, f: &Fields) -> Option<bool> {
+        let Some(n) = f.get("terminal-phase") else {
+            return Some(false);
+        };
+        Some(!self.boolean(n, &f.child("terminal-phase"))?)
+    }
+
+    fn delete(&mut self, node: &Node, path: &str, force: bool) -> Option<StepKind> {
+        let f = self.fields(
+            node,
+            path,
+            &[
+                "kind",
+                "name",
+                "fixture",
+                "pod",
+                "clique",
+                "pcs",
+                "terminal-phase",
+            ],
+        )?;
+        let is_pod = ["pod", "clique", "pcs"].iter().any(|k| f.has(k));
+        if f.has("terminal-phase") && (force || !is_pod) {
+            self.error(
+                f.pos,
+                &f.child("terminal-phase"),
+                "`terminal-phase` applies to a graceful delete of pods only",
+            );
+            return None;
+        }
+        if is_pod {
+            let without_terminal_phase = self.without_terminal_phase(&f)?;
+            if ["kind", "name", "fixture"].iter().any(|k| f.has(k)) {
+                self.error(
+                    f.pos,
+                    path,
+                    "use either a pod selector (`pod`, `clique`, `pcs`) or an object (`kind` + `name`, `fixture`)",
+                );
+                return None;
+            }
+            let selector = self.pod_selector(&f, true)?;
+            return Some(StepKind::Pods(PodStep {
+                selector,
+                action: if force {
+                    PodAction::ForceDelete
+                } else {
+                    PodAction::Delete
+                },
+                without_terminal_phase,
+                alone: false,
+            }));
+        }
+        let target = self.target(&f)?;
+        Some(StepKind::Delete(Delete { target, force }))
+    }
+
+    fn reject(&mut self, node: &Node, path: &str) -> Option<Reject> {
+        let f = self.fields(node, path, &["apply", "update", "code", "field"])?;
+        let request = match (f.get("apply"), f.get("update")) {
+            (Some(a), None) => self.apply(a, &f.child("apply")).map(Request::Apply),
+            (None, Some(u)) => self.update(u, &f.child("update")).map(Request::Update),
+            _ => {
+                self.error(f.pos, path, "expected exactly one of `apply` or `update`");
+                None
+            }
+        };
+        let code = f.get("code").and_then(|n| {
+            let c = self.integer(n, &f.child("code"))?;
+            match u16::try_from(c) {
+                Ok(c) if (400..500).contains(&c) => Some(c),
+                _ => {
+                    self.error(n.pos, &f.child("code"), "expected an HTTP 4xx status code");
+                    None
+                }
+            }
+        });
+        let field = self.required(&f, "field").and_then(|n| {
+            let s = self.string(n, &f.child("field"))?;
+            self.note_path_terms(&s);
+            Some(s)
+        });
+        Some(Reject {
+            request: request?,
+            code,
+            field: field?,
+        })
+    }
+
+    fn controller(&mut self, node: &Node, path: &str) -> Option<ControllerStep> {
+        let action_of = |s: &str| match s {
+            "pause" => Some(ControllerAction::Pause),
+            "resume" => Some(ControllerAction::Resume),
+            "crash" => Some(ControllerAction::Crash),
+            _ => None,
+        };
+        if let Some(s) = node.as_str() {
+            let Some(action) = action_of(s) else {
+                self.error(
+                    node.pos,
+                    path,
+                    format!("unknown controller action `{s}` (expected pause, resume or crash)"),
+                );
+                return None;
+            };
+            return Some(ControllerStep { action, when: None });
+        }
+        let f = self.fields(node, path, &["action", "when"])?;
+        let action = self.required(&f, "action").and_then(|n| {
+            let s = self.string(n, &f.child("action"))?;
+            let a = action_of(&s);
+            if a.is_none() {
+                self.error(
+                    n.pos,
+                    &f.child("action"),
+                    format!("unknown controller action `{s}` (expected pause, resume or crash)"),
+                );
+            }
+            a
+        });
+        let when = match f.get("when") {
+            Some(n) => Some(self.trigger(n, &f.child("when"))?),
+            None => None,
+        };
+        Some(ControllerStep {
+            action: action?,
+            when,
+        })
+    }
+
+    fn trigger(&mut self, node: &Node, path: &str) -> Option<Trigger> {
+        let f = self.fields(node, path, &["changed", "deleted", "condition"])?;
+        if f.entries.len() != 1 {
+            self.error(
+                f.pos,
+                path,
+                "expected exactly one of `changed`, `deleted` or `condition`",
+            );
+            return None;
+        }
+        let (k, body) = &f.entries[0];
+        let key = k.as_str().unwrap_or_default();
+        let p = join(path, key);
+        match key {
+            "changed" => {
+                let cf = self.fields(body, &p, &["kind", "name", "path"])?;
+                let object = self.object_ref(&cf, false);
+                let field = self.required(&cf, "path").and_then(|n| {
+                    let s = self.string(n, &cf.child("path"))?;
+                    self.note_path_terms(&s);
+                    Some(s)
+                });
+                Some(Trigger::Changed {
+                    object: object?,
+                    path: field?,
+                })
+            }
+            "deleted" => {
+                let cf = self.fields(body, &p, &["kind", "name", "pod", "clique"])?;
+                if cf.has("pod") || cf.has("clique") {
+                    let present = ["pod", "clique"].iter().filter(|k| cf.has(k)).count();
+                    if present != 1 || cf.has("kind") || cf.has("name") {
+                        self.error(
+                            cf.pos,
+                            &p,
+                            "expected one of `pod`, `clique`, or `kind` (with optional `name`)",
+                        );
+                        return None;
+                    }
+                    return self
+                        .pod_selector(&cf, true)
+                        .map(DeletionTarget::Pod)
+                        .map(Trigger::Deleted);
+                }
+                let kind = self
+                    .required(&cf, "kind")
+                    .and_then(|n| self.kind(n, &cf.child("kind"), true))?;
+                match cf.get("name") {
+                    None => Some(Trigger::Deleted(DeletionTarget::AnyOf(kind))),
+                    Some(n) => {
+                        if kind == Kind::Pod {
+                            self.error(
+                                n.pos,
+                                &cf.child("name"),
+                                "pods are addressed by `pod: <podclique>/<index>`, never by name",
+                            );
+                            return None;
+                        }
+                        let name = self.name(n, &cf.child("name"))?;
+                        Some(Trigger::Deleted(DeletionTarget::Object(ObjectRef {
+                            kind,
+                            name,
+                        })))
+                    }
+                }
+            }
+            _ => {
+                let cf = self.fields(body, &p, &["kind", "name", "type", "status"])?;
+                let object = self.object_ref(&cf, false);
+                let condition = self
+                    .required(&cf, "type")
+                    .and_then(|n| self.term(n, &cf.child("type"), Category::ConditionType));
+                let status = self
+                    .required(&cf, "status")
+                    .and_then(|n| self.condition_status(n, &cf.child("status")));
+                if let (Some(o), Some(c)) = (&object, condition) {
+                    self.note_condition(Some(o.kind), c);
+                }
+                Some(Trigger::Condition {
+                    object: object?,
+                    condition: condition?,
+                    status: status?,
+                })
+            }
+        }
+    }
+
+    fn remember(&mut self, node: &Node, path: &str) -> Option<Remember> {
+        let f = self.fields(node, path, &["as", "kind", "name", "pod"])?;
+        let label = self
+            .required(&f, "as")
+            .and_then(|n| self.string(n, &f.child("as")).map(|s| (s, n.pos)));
+        let subject = if let Some(p) = f.get("pod") {
+            if f.has("kind") || f.has("name") {
+                self.error(
+                    p.pos,
+                    &f.child("pod"),
+                    "use either `pod` or `kind` + `name`",
+                );
+                None
+            } else {
+                self.pod_address(p, &f.child("pod"))
+                    .map(|(clique, index)| UidSubject::Pod { clique, index })
+            }
+        } else {
+            self.object_ref(&f, false).map(UidSubject::Object)
+        };
+        let (label, pos) = label?;
+        if !self.remembered.insert(label.clone()) {
+            self.error(
+                pos,
+                &f.child("as"),
+                format!("label `{label}` is already remembered"),
+            );
+        }
+        Some(Remember {
+            label,
+            subject: subject?,
+        })
+    }
+}

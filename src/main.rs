@@ -11,9 +11,13 @@ use grove_conformance::cluster::{ProvisionOptions, provision};
 use grove_conformance::embedded::{EmbeddedCluster, EmbeddedOptions, render_error};
 use grove_conformance::kubelet::FleetOptions;
 use grove_conformance::report::{self, ConformanceReport, ProgressLine};
-use grove_conformance::runner::admission::{self, AdmissionOptions, Prepared};
+use grove_conformance::runner::admission::{
+    self, AdmissionOptions, Prepared, WebhookConfiguration,
+};
 use grove_conformance::runner::implementation::Setup;
-use grove_conformance::runner::{self, ImplementationSpec, RunSettings, Selection, TargetSpec};
+use grove_conformance::runner::{
+    self, ImplementationSpec, RunSettings, Selection, TargetGuard, TargetSpec,
+};
 use grove_conformance::vocab::{Revision, Vocabulary};
 
 /// End-to-end conformance suite for Grove job support (GREP-0285).
@@ -205,7 +209,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Setup { no_build, kind } => setup(no_build, kind),
         Command::Up { nodes } => up(nodes),
-        Command::Run(args) => run(*args),
+        Command::Run(args) => run(&args).unwrap_or_else(|code| code),
         Command::Lint { catalog } => lint(&catalog),
         Command::Coverage {
             catalog,
@@ -368,132 +372,168 @@ fn coverage(root: &Path, write: Option<&Path>, check: Option<&Path>) -> i32 {
     report::SUCCESS
 }
 
-fn run(args: RunArgs) -> i32 {
-    let catalog = match load(&args.catalog) {
-        Ok(c) => Arc::new(c),
-        Err(code) => return code,
-    };
-    let cases = match select(&catalog, &args) {
-        Ok(cases) => cases,
-        Err(code) => return code,
-    };
-    if let Err(e) = std::fs::create_dir_all(&args.out) {
-        eprintln!("error: failed to create {}: {e}", args.out.display());
-        return report::SETUP_FAILED;
-    }
+/// `run`: the selected cases of the catalog against a target and an implementation, then the
+/// summary and the reports. Each step reports its own failure on stderr and returns its exit
+/// code as `Err`; `Ok` is the run's exit code.
+fn run(args: &RunArgs) -> Result<i32, i32> {
+    let catalog = Arc::new(load(&args.catalog)?);
+    let cases = select(&catalog, args)?;
+    create_out_dir(&args.out)?;
     // The implementation's own files are read and checked before anything starts.
-    let scratch = match tempfile::Builder::new()
+    let scratch = scratch_dir()?;
+    let prepared = prepare_admission(args, scratch.path())?;
+    let implementation = implementation(args, &prepared)?;
+    let (impl_name, impl_version) = implementation_name(args, &implementation);
+    let settings = run_settings(args, implementation);
+    let spec = target_spec(args)?;
+    let results = runtime().block_on(async {
+        let mut target = acquire_target(&spec, !args.no_install_crds, &prepared).await?;
+        execute(&mut target, &prepared.webhooks, catalog, cases, &settings).await
+    })?;
+    write_reports(args, &results, impl_name, impl_version);
+    Ok(report::exit_code(&results))
+}
+
+/// Creates the folder for the results.
+fn create_out_dir(out: &Path) -> Result<(), i32> {
+    std::fs::create_dir_all(out).map_err(|e| {
+        eprintln!("error: failed to create {}: {e}", out.display());
+        report::SETUP_FAILED
+    })
+}
+
+/// A temporary directory for the files generated for the implementation, removed on drop.
+fn scratch_dir() -> Result<tempfile::TempDir, i32> {
+    tempfile::Builder::new()
         .prefix("grove-conformance-run-")
         .tempdir()
-    {
-        Ok(dir) => dir,
-        Err(e) => {
+        .map_err(|e| {
             eprintln!("error: failed to create a temporary directory: {e}");
-            return report::SETUP_FAILED;
-        }
-    };
+            report::SETUP_FAILED
+        })
+}
+
+/// The implementation's CRDs, webhooks and configuration template that `args` names, read
+/// and checked, with their certificates and rendered configuration written to `scratch`.
+fn prepare_admission(args: &RunArgs, scratch: &Path) -> Result<Prepared, i32> {
     let admission = AdmissionOptions {
         crds: args.implementation_crds.clone(),
         webhooks: args.implementation_webhooks.clone(),
         config_template: args.implementation_config.clone(),
     };
-    let prepared = match admission::prepare(&admission, scratch.path()) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {}", render_error(&e));
-            return report::USAGE;
-        }
-    };
-    let implementation = match implementation(&args, &prepared) {
-        Ok(spec) => spec,
-        Err(code) => return code,
-    };
-    let (impl_name, impl_version) = implementation_name(&args, &implementation);
-    let settings = RunSettings {
+    admission::prepare(&admission, scratch).map_err(|e| {
+        eprintln!("error: {}", render_error(&e));
+        report::USAGE
+    })
+}
+
+/// How the cases run: on `implementation`, with the options of `args`.
+fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -> RunSettings {
+    RunSettings {
         implementation,
         vocab: Vocabulary::new(args.revision),
         jobs: args.jobs.unwrap_or_else(runner::default_jobs),
         keep_namespaces: args.keep_namespaces,
         log_dir: args.out.join("logs"),
         fail_fast: args.fail_fast,
-    };
-    let spec = if let Some(path) = &args.kubeconfig {
-        TargetSpec::Kubeconfig {
+    }
+}
+
+/// The target `args` names: a kubeconfig's cluster, a kind cluster, or the embedded one.
+fn target_spec(args: &RunArgs) -> Result<TargetSpec, i32> {
+    if let Some(path) = &args.kubeconfig {
+        return Ok(TargetSpec::Kubeconfig {
             path: path.clone(),
             context: args.context.clone(),
-        }
-    } else if args.kind {
-        TargetSpec::Kind {
-            config: args.catalog.join("kind-config/kind.yaml"),
-            keep: args.keep_cluster,
-            harness: match std::env::current_exe() {
-                Ok(exe) => exe,
-                Err(e) => {
-                    eprintln!("error: failed to locate this executable: {e}");
-                    return report::USAGE;
-                }
-            },
-        }
-    } else {
-        TargetSpec::Embedded
-    };
+        });
+    }
+    if !args.kind {
+        return Ok(TargetSpec::Embedded);
+    }
+    let harness = std::env::current_exe().map_err(|e| {
+        eprintln!("error: failed to locate this executable: {e}");
+        report::USAGE
+    })?;
+    Ok(TargetSpec::Kind {
+        config: args.catalog.join("kind-config/kind.yaml"),
+        keep: args.keep_cluster,
+        harness,
+    })
+}
+
+/// The target of `spec`, with the implementation's CRDs (the reference operator's when it
+/// brings none; installed unless `install_crds` is false) and its webhooks installed.
+async fn acquire_target(
+    spec: &TargetSpec,
+    install_crds: bool,
+    prepared: &Prepared,
+) -> Result<TargetGuard, i32> {
     let crds = prepared
         .crds
         .clone()
         .unwrap_or_else(grove_reference_operator::crds);
-    let results = runtime().block_on(async {
-        let mut target = runner::acquire(&spec, crds, !args.no_install_crds)
-            .await
-            .map_err(|e| {
-                eprintln!("error: {}", render_error(&e));
-                report::SETUP_FAILED
-            })?;
-        if let Some(cluster) = target.embedded() {
-            eprintln!("embedded cluster ready in {:.1?}", cluster.start_duration);
-        }
-        let client = target.handles().client.clone();
-        if let Err(e) = admission::install_webhooks(&client, &prepared.webhooks).await {
+    let mut target = runner::acquire(spec, crds, install_crds)
+        .await
+        .map_err(|e| {
             eprintln!("error: {}", render_error(&e));
-            target.mark_failed();
-            return Err(report::SETUP_FAILED);
+            report::SETUP_FAILED
+        })?;
+    if let Some(cluster) = target.embedded() {
+        eprintln!("embedded cluster ready in {:.1?}", cluster.start_duration);
+    }
+    let client = target.handles().client.clone();
+    if let Err(e) = admission::install_webhooks(&client, &prepared.webhooks).await {
+        eprintln!("error: {}", render_error(&e));
+        target.mark_failed();
+        return Err(report::SETUP_FAILED);
+    }
+    Ok(target)
+}
+
+/// Runs `cases` on `target` with a progress line until they finish or SIGINT or SIGTERM
+/// arrives, then removes the implementation's `webhooks`. The target keeps its logs when the
+/// run does not pass.
+async fn execute(
+    target: &mut TargetGuard,
+    webhooks: &[WebhookConfiguration],
+    catalog: Arc<catalog::Catalog>,
+    cases: Vec<catalog::Case>,
+    settings: &RunSettings,
+) -> Result<report::RunResults, i32> {
+    let client = target.handles().client.clone();
+    let progress = progress_on_stderr();
+    let handles = target.handles().clone();
+    let run = runner::run_cases(&handles, catalog, cases, settings, progress);
+    let results = tokio::select! {
+        results = run => results,
+        signal = interrupted() => {
+            // Returning drops the target: a kind cluster is deleted (unless kept), the
+            // embedded cluster and every implementation instance stopped.
+            eprintln!("\ninterrupted by {signal}: stopping the run and tearing the target down");
+            admission::remove_webhooks(&client, webhooks).await;
+            return Err(report::INTERRUPTED);
         }
-        let interactive = std::io::stderr().is_terminal();
-        let mut progress = ProgressLine::new(std::io::stderr(), interactive);
-        let handles = target.handles().clone();
-        let run = runner::run_cases(&handles, catalog.clone(), cases, &settings, move |event| {
-            let _ = progress.on_event(event);
-        });
-        let results = tokio::select! {
-            results = run => results,
-            signal = interrupted() => {
-                // Returning drops the target: a kind cluster is deleted (unless kept), the
-                // embedded cluster and every implementation instance stopped.
-                eprintln!("\ninterrupted by {signal}: stopping the run and tearing the target down");
-                admission::remove_webhooks(&client, &prepared.webhooks).await;
-                return Err(report::INTERRUPTED);
-            }
-        };
-        admission::remove_webhooks(&client, &prepared.webhooks).await;
-        match results {
-            Ok(r) => {
-                if report::exit_code(&r) != report::SUCCESS {
-                    target.mark_failed();
-                }
-                Ok(r)
-            }
-            Err(e) => {
-                eprintln!("error: failed to run the cases: {e}");
-                target.mark_failed();
-                Err(report::SETUP_FAILED)
-            }
-        }
-    });
-    let results = match results {
-        Ok(r) => r,
-        Err(code) => return code,
     };
-    write_reports(&args, &results, impl_name, impl_version);
-    report::exit_code(&results)
+    admission::remove_webhooks(&client, webhooks).await;
+    let results = results.map_err(|e| {
+        eprintln!("error: failed to run the cases: {e}");
+        target.mark_failed();
+        report::SETUP_FAILED
+    })?;
+    if report::exit_code(&results) != report::SUCCESS {
+        target.mark_failed();
+    }
+    Ok(results)
+}
+
+/// A sink of run events that shows the progress on stderr (one line kept up to date on a
+/// terminal).
+fn progress_on_stderr() -> impl FnMut(&report::RunEvent) + Send + 'static {
+    let interactive = std::io::stderr().is_terminal();
+    let mut progress = ProgressLine::new(std::io::stderr(), interactive);
+    move |event| {
+        let _ = progress.on_event(event);
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM, naming it.

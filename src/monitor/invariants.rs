@@ -1,16 +1,17 @@
 //! The invariant monitor: a pure state machine over timeline entries.
 //!
 //! On every entry it checks the safety clauses that must hold at every instant, not only at
-//! the end of a case:
+//! the end of a case, in this order (one check each, listed in [`checks::CHECKS`]; O1 and O2
+//! are judged together):
 //!
 //! | clause | violated when |
 //! |---|---|
-//! | E3 | a pod is created for an index that already had a pod in the same completion-aware PodClique (same UID: same attempt) |
 //! | E6 | an object shows Completed and Failed both True, or a True terminal condition stops being True |
 //! | R3 | a `replicaRestartCounts` entry decreases, grows by more than one in one write, or grows with no failure observed in that replica since its last increment (a double count) |
+//! | C4 | the implementation creates a pod, PodClique or PCSG inside a terminal scope |
+//! | E3 | a pod is created for an index that already had a pod in the same completion-aware PodClique (same UID: same attempt) |
 //! | O1 | the implementation starts deleting something in a completion-aware scope whose terminal state is not visible and no persisted restart justifies it |
 //! | O2 | the same, while the replica has an uncounted failure and budget left: the restart's deletions came before its persisted increment |
-//! | C4 | the implementation creates a pod, PodClique or PCSG inside a terminal scope |
 //!
 //! Writes attributed to the harness are recorded but never held against the implementation;
 //! deletions that cascade from an owner being deleted are allowed.
@@ -19,8 +20,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
+use self::checks::CHECKS;
 use super::timeline::{Actor, Entry, EventType, render};
 use crate::vocab::{Kind, PcsShape, Term, TerminalState, Vocabulary};
+
+mod checks;
 
 /// A broken invariant, with the slice of the timeline that proves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +138,7 @@ impl Monitor {
         if entry.kind != Kind::Event {
             let prev = self.objs.get(&entry.uid).cloned();
             self.check(idx, &entry, prev.as_ref());
+            self.note_failure(idx, &entry, prev.as_ref());
             self.update(idx, &entry, prev);
         }
         self.violations[before..].to_vec()
@@ -380,292 +385,17 @@ impl Monitor {
         }
     }
 
-    /// Checks a deletion the implementation started at entry `idx` of an object created at
-    /// `created`, in the replicas `scopes` (nearest first). Returns `None` when justified, else
-    /// the clause, the reason and the evidence.
-    fn judge_deletion(
-        &self,
-        scopes: &[ReplicaKey],
-        created: usize,
-    ) -> Option<(&'static str, String, Vec<usize>)> {
-        let aware: Vec<&ReplicaKey> = scopes.iter().filter(|k| self.replica_aware(k)).collect();
-        let nearest = *aware.first()?;
-        for key in &aware {
-            if self.scope_terminal(key).is_some() {
-                return None;
-            }
-            let parent = self.objs.get(&key.0)?;
-            if parent.deleting.is_some() || parent.gone {
-                return None;
-            }
-            let track = self.replicas.get(*key).cloned().unwrap_or_default();
-            if track.authorized_at.is_some_and(|at| created < at) {
-                return None;
-            }
-            if self.regular_gang_termination(key, created) {
-                return None;
-            }
-        }
-        let track = self.replicas.get(nearest).cloned().unwrap_or_default();
-        let parent = self.objs.get(&nearest.0)?;
-        let count = parent.counts.get(nearest.1 as usize).copied().unwrap_or(0);
-        let max = self.max_restarts(nearest);
-        let mut evidence = vec![parent.last];
-        if let Some(p) = track.pending {
-            evidence.push(p);
-        }
-        match track.pending {
-            Some(_) if count < max => Some((
-                "O2",
-                format!(
-                    "replica {} of {} {} had a failure to restart (replicaRestartCounts[{}] = {count} < maxRestarts {max}) but the increment was not persisted before this deletion",
-                    nearest.1, parent.kind, parent.name, nearest.1
-                ),
-                evidence,
-            )),
-            _ => Some((
-                "O1",
-                format!(
-                    "replica {} of {} {} showed no terminal condition (and no persisted restart) when this deletion started",
-                    nearest.1, parent.kind, parent.name
-                ),
-                evidence,
-            )),
-        }
-    }
-
+    /// Runs every check of [`CHECKS`] on the entry at `idx`, in the table's order.
     fn check(&mut self, idx: usize, e: &Entry, prev: Option<&Obj>) {
-        let by_harness = e.actor == Actor::Harness;
-        let live = e.event != EventType::Deleted;
-
-        // E6: terminal conditions never both True, and sticky.
-        if e.kind.is_grove() && live && !by_harness {
-            let now = self.vocab.terminal_state(e.kind, &e.object);
-            if now.completed && now.failed {
-                self.violate(
-                    "E6",
-                    format!("{} {} shows Completed and Failed both True", e.kind, e.name),
-                    vec![idx],
-                );
-            }
-            if let Some(p) = prev {
-                for (was, is, what) in [
-                    (p.terminal.completed, now.completed, "Completed"),
-                    (p.terminal.failed, now.failed, "Failed"),
-                ] {
-                    if was && !is {
-                        self.violate(
-                            "E6",
-                            format!("{} {} was {what} and is no longer", e.kind, e.name),
-                            vec![p.terminal_at.unwrap_or(p.last), idx],
-                        );
-                    }
-                }
-            }
-        }
-
-        // R3: restart counts.
-        if matches!(e.kind, Kind::PodCliqueScalingGroup | Kind::PodCliqueSet) && live {
-            let field = self.vocab.name(Term::ReplicaRestartCounts);
-            let now: Vec<u64> = field
-                .and_then(|f| e.object.get("status")?.get(f)?.as_array().cloned())
-                .unwrap_or_default()
-                .iter()
-                .map(|v| v.as_u64().unwrap_or(0))
-                .collect();
-            let was = prev.map(|p| p.counts.clone()).unwrap_or_default();
-            let width = now.len().max(was.len());
-            for j in 0..width {
-                let (a, b) = (
-                    was.get(j).copied().unwrap_or(0),
-                    now.get(j).copied().unwrap_or(0),
-                );
-                let key = (e.uid.clone(), u32::try_from(j).unwrap_or(u32::MAX));
-                let prior = prev.and_then(|p| p.counts_at).unwrap_or(idx);
-                if b < a && !by_harness {
-                    self.violate(
-                        "R3",
-                        format!(
-                            "{} {} replicaRestartCounts[{j}] decreased from {a} to {b}",
-                            e.kind, e.name
-                        ),
-                        vec![prior, idx],
-                    );
-                } else if b > a {
-                    let track = self.replicas.entry(key.clone()).or_default().clone();
-                    if b > a + 1 && !by_harness {
-                        self.violate(
-                            "R3",
-                            format!(
-                                "{} {} replicaRestartCounts[{j}] grew from {a} to {b} in one write (one restart counts one)",
-                                e.kind, e.name
-                            ),
-                            vec![prior, idx],
-                        );
-                    } else if track.pending.is_none() && !by_harness {
-                        let mut ev = vec![prior, idx];
-                        if let Some(at) = track.authorized_at {
-                            ev.push(at);
-                        }
-                        self.violate(
-                            "R3",
-                            format!(
-                                "{} {} replicaRestartCounts[{j}] grew to {b} with no failure in replica {j} since the previous count (a restart counted twice)",
-                                e.kind, e.name
-                            ),
-                            ev,
-                        );
-                    }
-                    let t = self.replicas.entry(key).or_default();
-                    t.pending = None;
-                    t.authorized_at = Some(idx);
-                }
-            }
-        }
-
-        // Creation: C4 and E3.
-        let created_now = prev.is_none() && e.event != EventType::Deleted;
-        if created_now && !by_harness && e.actor != Actor::System {
-            self.check_creation(idx, e);
-        }
-
-        // Deletion started: O1 / O2.
-        let deletion_started = match prev {
-            Some(p) => {
-                p.deleting.is_none() && !p.gone && (e.deleting() || e.event == EventType::Deleted)
-            }
-            None => e.deleting() || e.event == EventType::Deleted,
-        };
-        if deletion_started && e.actor == Actor::Implementation {
-            let created = prev.map_or(idx, |p| p.created);
-            let scopes = match e.kind {
-                Kind::Pod => {
-                    let owner = self.owner(&e.object, Kind::PodClique);
-                    let clique = owner.as_ref().and_then(|u| self.objs.get(u));
-                    match clique {
-                        Some(c) if self.vocab.is_completion_aware_clique(&c.object) => {
-                            if c.terminal.is_terminal() || c.deleting.is_some() || c.gone {
-                                None
-                            } else {
-                                Some(self.replicas_of(&c.object.clone(), Kind::PodClique))
-                            }
-                        }
-                        _ => None,
-                    }
-                }
-                Kind::PodClique | Kind::PodCliqueScalingGroup => {
-                    Some(self.replicas_of(&e.object, e.kind))
-                }
-                Kind::PodCliqueSet | Kind::Event => None,
-            };
-            if let Some(scopes) = scopes
-                && let Some((clause, why, mut evidence)) = self.judge_deletion(&scopes, created)
-            {
-                evidence.push(idx);
-                self.violate(
-                    clause,
-                    format!(
-                        "{} {} deleted by the implementation too early: {why}",
-                        e.kind, e.name
-                    ),
-                    evidence,
-                );
-            }
-        }
-
-        // Failure evidence for the nearest completion-aware replica.
-        self.note_failure(idx, e, prev);
-    }
-
-    fn check_creation(&mut self, idx: usize, e: &Entry) {
-        match e.kind {
-            Kind::Pod => {
-                let Some(owner) = self.owner(&e.object, Kind::PodClique) else {
-                    return;
-                };
-                let Some(clique) = self.objs.get(&owner).cloned() else {
-                    return;
-                };
-                if clique.terminal.is_terminal() {
-                    self.violate(
-                        "C4",
-                        format!(
-                            "pod {} created in PodClique {} after it became terminal",
-                            e.name, clique.name
-                        ),
-                        vec![clique.terminal_at.unwrap_or(clique.last), idx],
-                    );
-                } else {
-                    self.check_scope_creation(idx, e, &clique.object.clone(), Kind::PodClique);
-                }
-                if self.vocab.is_completion_aware_clique(&clique.object)
-                    && let Some(index) = self
-                        .label(&e.object, Term::LabelPodIndex)
-                        .map(str::to_owned)
-                {
-                    let earlier = self
-                        .pod_indices
-                        .get(&owner)
-                        .and_then(|m| m.get(&index))
-                        .cloned()
-                        .unwrap_or_default();
-                    if !earlier.is_empty() {
-                        // The earlier pods' creation, deletion start and last entries.
-                        let mut evidence = earlier.clone();
-                        for i in earlier {
-                            if let Some(o) = self.objs.get(&self.timeline[i].uid) {
-                                evidence.push(o.last);
-                                evidence.extend(o.deleting);
-                            }
-                        }
-                        evidence.push(idx);
-                        self.violate(
-                            "E3",
-                            format!(
-                                "replacement pod {} created for index {index} of completion-aware PodClique {}",
-                                e.name, clique.name
-                            ),
-                            evidence,
-                        );
-                    }
-                }
-            }
-            Kind::PodClique | Kind::PodCliqueScalingGroup => {
-                self.check_scope_creation(idx, e, &e.object, e.kind);
-            }
-            Kind::PodCliqueSet | Kind::Event => {}
+        for (_, check) in CHECKS {
+            check(self, idx, e, prev);
         }
     }
 
-    /// C4 for an object whose scopes are those of `scope_object` (of `kind`): a creation after
-    /// a scope's terminal condition was persisted. A replica whose required children are all
-    /// Completed but whose parent has not written so yet is terminal by evaluation (E7), yet a
-    /// child of it that is still starting (a new attempt's pods) may be created in that moment:
-    /// no implementation can order a creation against another object's status write, and the
-    /// parent's cleanup (C2, C3) removes what was made. The recreation guard applies from the
-    /// persisted decision on.
-    fn check_scope_creation(&mut self, idx: usize, e: &Entry, scope_object: &Value, kind: Kind) {
-        for key in self.replicas_of(scope_object, kind) {
-            if !self.replica_aware(&key) {
-                continue;
-            }
-            let persisted = self
-                .objs
-                .get(&key.0)
-                .filter(|p| p.terminal.is_terminal())
-                .map(|p| p.terminal_at.unwrap_or(p.last));
-            if let Some(at) = persisted {
-                let parent = &self.objs[&key.0];
-                let message = format!(
-                    "{} {} created inside replica {} of {} {}, which is terminal",
-                    e.kind, e.name, key.1, parent.kind, parent.name
-                );
-                self.violate("C4", message, vec![at, idx]);
-                return;
-            }
-        }
-    }
-
+    /// Records failure evidence in entry `idx` (a pod of a live completion-aware PodClique
+    /// failed or lost, a completion-aware PodClique or a PCSG turned Failed) against the
+    /// nearest completion-aware replica: its next increment is justified (R3), and a deletion
+    /// before that increment is O2.
     fn note_failure(&mut self, idx: usize, e: &Entry, prev: Option<&Obj>) {
         let (object, kind) = match e.kind {
             Kind::Pod => {
@@ -793,5 +523,27 @@ impl Monitor {
             }
         }
         self.objs.insert(e.uid.clone(), obj);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::checks::CHECKS;
+
+    /// The clause table of the module doc lists the clauses of [`CHECKS`], in its order.
+    #[test]
+    fn the_module_doc_lists_every_check_in_order() {
+        let documented: Vec<&str> = include_str!("invariants.rs")
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .filter_map(|l| l.strip_prefix("//! | "))
+            .filter_map(|row| row.split(" |").next())
+            .filter(|clause| *clause != "clause")
+            .collect();
+        let checked: Vec<&str> = CHECKS
+            .iter()
+            .flat_map(|(clauses, _)| clauses.split('/'))
+            .collect();
+        assert_eq!(documented, checked);
     }
 }

@@ -1,4 +1,4 @@
-//! The always-on invariant monitor over a case's timeline (E3, E6, R3, O1, O2, C4).
+//! The always-on invariant monitor over a case's timeline (E6, R3, C4, E3, O1, O2).
 //!
 //! The runner turns every watch event of the case's namespace into an [`Entry`] (with the
 //! [`Actor`] that made the write) and feeds it to [`Monitor::observe`] in resourceVersion

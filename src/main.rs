@@ -142,6 +142,20 @@ enum Command {
     /// Run the catalog against a target and an implementation; print the summary, write
     /// JUnit and the conformance report.
     Run(Box<RunArgs>),
+    /// Run the catalog several times, each run a fresh `run` process, and print each run's
+    /// wall time and outcomes, min/median/max, the slowest cases and every case whose outcome
+    /// was not the same in every run. Exits 0 only when every run passed.
+    Bench {
+        /// How many runs.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Folder for each run's outputs (`run-<i>/`) and the summary (`bench.md`).
+        #[arg(long, default_value = "grove-conformance-bench")]
+        out: PathBuf,
+        /// Arguments of each `run` (after `--`), e.g. `-- --filter crash -j 4`.
+        #[arg(last = true, allow_hyphen_values = true)]
+        run_args: Vec<std::ffi::OsString>,
+    },
     /// Check the whole catalog; fails when a case is invalid or a core clause is cited by no case.
     Lint {
         /// Folder holding `cases/` and `fixtures/`.
@@ -210,6 +224,11 @@ fn main() -> ExitCode {
         Command::Setup { no_build, kind } => setup(no_build, kind),
         Command::Up { nodes } => up(nodes),
         Command::Run(args) => run(&args).unwrap_or_else(|code| code),
+        Command::Bench {
+            runs,
+            out,
+            run_args,
+        } => bench(runs, &out, &run_args),
         Command::Lint { catalog } => lint(&catalog),
         Command::Coverage {
             catalog,
@@ -326,6 +345,36 @@ fn load(catalog: &Path) -> Result<catalog::Catalog, i32> {
         eprintln!("{}", catalog::render_diagnostics(&diagnostics));
         report::INVALID_CATALOG
     })
+}
+
+fn bench(runs: usize, out: &Path, run_args: &[std::ffi::OsString]) -> i32 {
+    use grove_conformance::runner::bench;
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            eprintln!("error: failed to find the grove-conformance executable: {e}");
+            return report::SETUP_FAILED;
+        }
+    };
+    let done = match bench::run_repeatedly(&exe, runs, run_args, out, |run| {
+        eprintln!("{}", bench::run_line(run))
+    }) {
+        Ok(done) => done,
+        Err(e) => {
+            eprintln!("error: {}", render_error(&e));
+            return report::SETUP_FAILED;
+        }
+    };
+    let summary = bench::summary(&done);
+    println!("{summary}");
+    let path = out.join("bench.md");
+    if let Err(e) = std::fs::write(&path, &summary) {
+        eprintln!("error: failed to write {}: {e}", path.display());
+    }
+    match done.iter().find(|r| r.exit_code != Some(report::SUCCESS)) {
+        None => report::SUCCESS,
+        Some(r) => r.exit_code.unwrap_or(report::CASES_ERRORED),
+    }
 }
 
 fn lint(root: &Path) -> i32 {

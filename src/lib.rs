@@ -8,6 +8,8 @@
 //! - [`embedded`]: control plane + fleet together, and the shared instance for tests.
 //! - [`vocab`]: every implementation-facing name, keyed by spec revision.
 //! - [`catalog`]: the case language (parsing, diagnostics, lint, coverage).
+//! - [`snapshot`]: observed state at one instant and the queries on it (objects, pods, events,
+//!   UIDs).
 //! - [`matcher`] and [`diff`]: judging observed objects against expectations.
 //! - [`monitor`]: the always-on invariant monitor over a case's timeline.
 //! - [`report`]: console summary, JUnit XML and the conformance report.
@@ -22,4 +24,5 @@ pub mod matcher;
 pub mod monitor;
 pub mod report;
 pub mod runner;
+pub mod snapshot;
 pub mod vocab;

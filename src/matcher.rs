@@ -12,16 +12,19 @@
 //! 4. A missing `replicaRestartCounts` entry reads as 0 (R3).
 //!
 //! [`evaluate`] judges a whole expectation against a [`Snapshot`] and keeps an expected and an
-//! observed YAML document side by side for the diff.
+//! observed YAML document side by side for the diff; [`match_object`] judges one object, aspect
+//! by aspect (labels, spec, status, conditions). What the snapshot holds (which object or pod an
+//! expectation is about, how many pods or events match) is looked up by [`crate::snapshot`].
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
 use crate::catalog::{
-    ConditionMatch, ConditionStatus, EventExpectation, Expectation, ObjectExpectation, ObjectState,
-    PodCount, PodFilter, PodSelector, Subject,
+    ConditionExpectation, ConditionMatch, ConditionStatus, EventExpectation, Expectation,
+    ObjectExpectation, ObjectState, PodCount, PodFilter, Subject,
 };
+use crate::snapshot::{Snapshot, event_type, is_deleting};
 use crate::vocab::{Category, Kind, Term, TerminalSignal, Vocabulary, condition};
 
 /// Metadata fields the API server fills in; never part of a judgement.
@@ -159,39 +162,6 @@ pub fn translate_keys(value: &Value, vocab: &Vocabulary) -> Value {
     }
 }
 
-/// Observed state at one instant, as the runner's watch caches hold it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Snapshot {
-    /// Grove objects by kind and name (the current incarnation).
-    pub objects: BTreeMap<(Kind, String), Value>,
-    /// Every pod of the case's namespace.
-    pub pods: Vec<Value>,
-    /// Every Event of the case's namespace.
-    pub events: Vec<Value>,
-}
-
-impl Snapshot {
-    /// Adds or replaces an object (kind from its `kind`, name from `metadata.name`).
-    pub fn insert(&mut self, object: Value) {
-        let kind = object
-            .get("kind")
-            .and_then(Value::as_str)
-            .and_then(|k| k.parse::<Kind>().ok());
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        match (kind, name) {
-            (Some(Kind::Pod), _) => self.pods.push(object),
-            (Some(Kind::Event), _) => self.events.push(object),
-            (Some(kind), Some(name)) => {
-                self.objects.insert((kind, name), object);
-            }
-            _ => {}
-        }
-    }
-}
-
 /// A UID remembered by a `remember` step.
 pub type Remembered = BTreeMap<String, String>;
 
@@ -215,214 +185,76 @@ impl Evaluation {
     }
 }
 
-fn is_deleting(o: &Value) -> bool {
-    o.pointer("/metadata/deletionTimestamp")
-        .is_some_and(|t| !t.is_null())
+/// The judgement of one object expectation ([`match_object`]): its part of an
+/// [`Evaluation`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectMatch {
+    /// Whether the object is as expected (no failures).
+    pub ok: bool,
+    /// One line per failed predicate, each starting with the subject.
+    pub failures: Vec<String>,
+    /// What was expected of the object, as a YAML-able document: `absent`, `present`, or the
+    /// `metadata`, `spec` and `status` asked for (`exists: true` when nothing was).
+    pub expected: Value,
+    /// What was observed, projected to the shape of `expected` (identical where it matches).
+    pub observed: Value,
 }
 
-fn label<'a>(o: &'a Value, key: &str) -> Option<&'a str> {
-    o.pointer("/metadata/labels")?.get(key)?.as_str()
-}
-
-fn phase(pod: &Value) -> &str {
-    pod.pointer("/status/phase")
-        .and_then(Value::as_str)
-        .unwrap_or("Pending")
-}
-
-/// Whether a pod is active (Pending or Running, not being deleted).
-pub fn pod_is_active(pod: &Value) -> bool {
-    matches!(phase(pod), "Pending" | "Running") && !is_deleting(pod)
-}
-
-/// Whether a pod is terminal (Succeeded or Failed).
-pub fn pod_is_terminal(pod: &Value) -> bool {
-    matches!(phase(pod), "Succeeded" | "Failed")
-}
-
-fn pod_is_ready(pod: &Value) -> bool {
-    !is_deleting(pod)
-        && condition(pod, "Ready")
-            .and_then(|c| c.get("status"))
-            .and_then(Value::as_str)
-            == Some("True")
-}
-
-/// The pods a selector addresses.
-pub fn select_pods<'a>(
-    pods: &'a [Value],
-    selector: &PodSelector,
-    vocab: &Vocabulary,
-) -> Vec<&'a Value> {
-    let clique_label = vocab.name(Term::LabelPodClique).unwrap_or_default();
-    let index_label = vocab.name(Term::LabelPodIndex).unwrap_or_default();
-    let part_of = vocab.name(Term::LabelPartOf).unwrap_or_default();
-    pods.iter()
-        .filter(|p| match selector {
-            PodSelector::Pod { clique, index } => {
-                label(p, clique_label) == Some(clique.as_str())
-                    && label(p, index_label) == Some(index.to_string().as_str())
-            }
-            PodSelector::Clique(c) => label(p, clique_label) == Some(c.as_str()),
-            PodSelector::PodCliqueSet(s) => label(p, part_of) == Some(s.as_str()),
-        })
-        .collect()
-}
-
-/// The current pod of `clique` with `index`: the one not being deleted, else the newest.
-pub fn current_pod<'a>(
-    pods: &'a [Value],
-    clique: &str,
-    index: u32,
-    vocab: &Vocabulary,
-) -> Option<&'a Value> {
-    let selected = select_pods(
-        pods,
-        &PodSelector::Pod {
-            clique: clique.to_owned(),
-            index,
-        },
-        vocab,
-    );
-    let created = |p: &Value| {
-        p.pointer("/metadata/creationTimestamp")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    selected
-        .iter()
-        .copied()
-        .filter(|p| !is_deleting(p))
-        .max_by_key(|p| created(p))
-        .or_else(|| selected.iter().copied().max_by_key(|p| created(p)))
-}
-
-fn count_pods(count: &PodCount, pods: &[Value], vocab: &Vocabulary) -> u32 {
-    let n = select_pods(pods, &count.scope, vocab)
-        .into_iter()
-        .filter(|p| match count.filter {
-            PodFilter::All => true,
-            PodFilter::Phase(ph) => phase(p) == ph.as_str(),
-            PodFilter::Active => pod_is_active(p),
-            PodFilter::Terminal => pod_is_terminal(p),
-            PodFilter::Ready => pod_is_ready(p),
-        })
-        .count();
-    u32::try_from(n).unwrap_or(u32::MAX)
-}
-
-fn describe_count(count: &PodCount) -> String {
-    let what = match count.filter {
-        PodFilter::All => "pods".to_owned(),
-        PodFilter::Phase(p) => format!("{} pods", p.as_str()),
-        PodFilter::Active => "active pods".to_owned(),
-        PodFilter::Terminal => "terminal pods".to_owned(),
-        PodFilter::Ready => "ready pods".to_owned(),
-    };
-    format!("{what} of {}", count.scope).replace("of pods of", "of")
-}
-
-/// The type the spec gives each job event (EV1–EV4); other events' types are not checked.
-pub fn event_type(reason: Term) -> Option<&'static str> {
-    match reason {
-        Term::JobCompleted => Some("Normal"),
-        Term::JobFailed | Term::GangRestartTriggered | Term::RestartBudgetExhaustedEvent => {
-            Some("Warning")
+impl ObjectMatch {
+    fn new(failures: Vec<String>, expected: Value, observed: Value) -> Self {
+        Self {
+            ok: failures.is_empty(),
+            failures,
+            expected,
+            observed,
         }
-        _ => None,
     }
 }
 
-/// Whether `text` contains `word` with no letter or digit on either side.
-fn mentions(text: &str, word: &str) -> bool {
-    text.match_indices(word).any(|(at, _)| {
-        let before = text[..at].chars().next_back();
-        let after = text[at + word.len()..].chars().next();
-        let boundary = |c: Option<char>| c.is_none_or(|c| !c.is_ascii_alphanumeric());
-        boundary(before) && boundary(after)
-    })
+/// One aspect of an object (labels, spec, status, conditions, phase) judged: its expected and
+/// observed views and the predicates that failed.
+struct Aspect {
+    expected: Value,
+    observed: Value,
+    failures: Vec<String>,
 }
 
-fn event_count(exp: &EventExpectation, events: &[Value], vocab: &Vocabulary) -> u64 {
-    let Some(reason) = vocab.name(exp.reason) else {
-        return 0;
-    };
-    let type_ = event_type(exp.reason);
-    events
-        .iter()
-        .filter(|e| e.get("reason").and_then(Value::as_str) == Some(reason))
-        .filter(|e| type_.is_none_or(|t| e.get("type").and_then(Value::as_str) == Some(t)))
-        .filter(|e| {
-            let message = e
-                .get("message")
-                .or_else(|| e.get("note"))
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            exp.mentions.iter().all(|w| mentions(message, w))
-        })
-        .filter(|e| {
-            let involved = e.get("involvedObject").or_else(|| e.get("regarding"));
-            let kind_ok = exp.kind.is_none_or(|k| {
-                involved.and_then(|i| i.get("kind")).and_then(Value::as_str) == Some(k.as_str())
-            });
-            let name_ok = exp.name.as_deref().is_none_or(|n| {
-                involved.and_then(|i| i.get("name")).and_then(Value::as_str) == Some(n)
-            });
-            kind_ok && name_ok
-        })
-        .map(|e| {
-            e.get("count")
-                .and_then(Value::as_u64)
-                .or_else(|| e.pointer("/series/count").and_then(Value::as_u64))
-                .unwrap_or(1)
-                .max(1)
-        })
-        .sum()
-}
+impl Aspect {
+    /// An aspect with empty views and no failures, for others to be nested in.
+    fn empty() -> Self {
+        Self {
+            expected: json!({}),
+            observed: json!({}),
+            failures: Vec::new(),
+        }
+    }
 
-fn describe_event(exp: &EventExpectation) -> String {
-    let mut s = exp.reason.catalog_name().to_owned();
-    if let Some(t) = event_type(exp.reason) {
-        s.push_str(&format!(" ({t})"));
+    /// Nests `part` under `key` of both views (the observed one only when it is an object)
+    /// and takes on its failures.
+    fn nest(&mut self, key: &str, part: Aspect) {
+        self.expected[key] = part.expected;
+        if let Some(m) = self.observed.as_object_mut() {
+            m.insert(key.into(), part.observed);
+        }
+        self.failures.extend(part.failures);
     }
-    if let Some(k) = exp.kind {
-        s.push_str(&format!(" on {k}"));
-    }
-    if let Some(n) = &exp.name {
-        s.push_str(&format!(" {n}"));
-    }
-    if !exp.mentions.is_empty() {
-        s.push_str(&format!(" mentioning {}", exp.mentions.join(", ")));
-    }
-    s
 }
 
 /// The expected and observed views of one object expectation, and its failures.
+///
+/// `observed` is the object as the snapshot has it ([`Snapshot::subject`]); one being deleted
+/// counts as absent.
 pub fn match_object(
     exp: &ObjectExpectation,
     observed: Option<&Value>,
     vocab: &Vocabulary,
-) -> (bool, Vec<String>, Value, Value) {
+) -> ObjectMatch {
     let subject = exp.subject.to_string();
     let observed = observed
         .filter(|o| !is_deleting(o))
         .map(strip_server_fields);
     let (conditions, labels, spec, status) = match &exp.state {
-        ObjectState::Absent => {
-            return match observed {
-                None => (true, vec![], json!("absent"), json!("absent")),
-                Some(o) => {
-                    let shown = json!({"metadata": {"name": o.pointer("/metadata/name")}});
-                    (
-                        false,
-                        vec![format!("{subject}: expected absent, but it exists")],
-                        json!("absent"),
-                        shown,
-                    )
-                }
-            };
-        }
+        ObjectState::Absent => return match_absent(&subject, observed.as_ref()),
         ObjectState::Present {
             conditions,
             labels,
@@ -431,55 +263,152 @@ pub fn match_object(
         } => (conditions, labels, spec, status),
     };
     let Some(observed) = observed else {
-        return (
-            false,
+        return ObjectMatch::new(
             vec![format!("{subject}: expected to exist, but it is absent")],
             json!("present"),
             json!("absent"),
         );
     };
-    let mut failures = Vec::new();
-    let mut expected_doc = Map::new();
-    let mut observed_doc = Map::new();
-
+    let mut judged = Aspect::empty();
     if !labels.is_empty() {
-        let want: Map<String, Value> = labels
-            .iter()
-            .map(|(t, v)| {
-                (
-                    vocab.name(*t).unwrap_or(t.catalog_name()).to_owned(),
-                    json!(v),
-                )
-            })
-            .collect();
-        let want = json!({"labels": want});
-        let have = observed.get("metadata").cloned().unwrap_or(Value::Null);
-        if !is_subset(&want, &have) {
-            failures.push(format!("{subject}: labels differ"));
-        }
-        expected_doc.insert("metadata".into(), want.clone());
-        observed_doc.insert("metadata".into(), project(&want, &have));
+        judged.nest("metadata", match_labels(&subject, labels, &observed, vocab));
     }
     if let Some(spec) = spec {
-        let want = translate_keys(spec, vocab);
-        let have = observed.get("spec").cloned().unwrap_or(Value::Null);
-        if !is_subset(&want, &have) {
-            failures.push(format!("{subject}: spec differs"));
-        }
-        expected_doc.insert("spec".into(), want.clone());
-        observed_doc.insert("spec".into(), project(&want, &have));
+        judged.nest("spec", match_spec(&subject, spec, &observed, vocab));
     }
-    let mut want_status = status
-        .as_ref()
+    let kind = match &exp.subject {
+        Subject::Object(o) => o.kind,
+        Subject::Pod { .. } => Kind::Pod,
+    };
+    let status = match_status(
+        &subject,
+        kind,
+        status.as_ref(),
+        conditions,
+        &observed,
+        vocab,
+    );
+    if status.expected.as_object().is_some_and(|m| !m.is_empty()) {
+        judged.nest("status", status);
+    } else {
+        judged.failures.extend(status.failures);
+    }
+    if judged.expected.as_object().is_some_and(Map::is_empty) {
+        judged.expected = json!({"exists": true});
+        judged.observed = json!({"exists": true});
+    }
+    ObjectMatch::new(judged.failures, judged.expected, judged.observed)
+}
+
+/// `absent: true`: the object must not exist (or be being deleted).
+fn match_absent(subject: &str, observed: Option<&Value>) -> ObjectMatch {
+    match observed {
+        None => ObjectMatch::new(vec![], json!("absent"), json!("absent")),
+        Some(o) => ObjectMatch::new(
+            vec![format!("{subject}: expected absent, but it exists")],
+            json!("absent"),
+            json!({"metadata": {"name": o.pointer("/metadata/name")}}),
+        ),
+    }
+}
+
+/// `labels:`: each (vocabulary) label present with its value; views of `metadata`.
+fn match_labels(
+    subject: &str,
+    labels: &[(Term, String)],
+    observed: &Value,
+    vocab: &Vocabulary,
+) -> Aspect {
+    let want: Map<String, Value> = labels
+        .iter()
+        .map(|(t, v)| {
+            (
+                vocab.name(*t).unwrap_or(t.catalog_name()).to_owned(),
+                json!(v),
+            )
+        })
+        .collect();
+    let want = json!({ "labels": want });
+    let have = observed.get("metadata").cloned().unwrap_or(Value::Null);
+    let failures = if is_subset(&want, &have) {
+        vec![]
+    } else {
+        vec![format!("{subject}: labels differ")]
+    };
+    Aspect {
+        observed: project(&want, &have),
+        expected: want,
+        failures,
+    }
+}
+
+/// `spec:`: a subset of the observed `spec`, keys in the revision's spelling.
+fn match_spec(subject: &str, spec: &Value, observed: &Value, vocab: &Vocabulary) -> Aspect {
+    let want = translate_keys(spec, vocab);
+    let have = observed.get("spec").cloned().unwrap_or(Value::Null);
+    let failures = if is_subset(&want, &have) {
+        vec![]
+    } else {
+        vec![format!("{subject}: spec differs")]
+    };
+    Aspect {
+        observed: project(&want, &have),
+        expected: want,
+        failures,
+    }
+}
+
+/// `status:` and `conditions:` together, as views of `status`: the status subset
+/// ([`match_status_fields`]), the conditions read from `status.conditions`
+/// ([`match_conditions`]) and those the revision shows as `status.phase` ([`match_phase`]).
+fn match_status(
+    subject: &str,
+    kind: Kind,
+    status: Option<&Value>,
+    conditions: &[ConditionExpectation],
+    observed: &Value,
+    vocab: &Vocabulary,
+) -> Aspect {
+    let mut judged = match_status_fields(subject, status, observed, vocab);
+    let signal = vocab.terminal_signal(kind);
+    let (by_phase, by_type): (Vec<&ConditionExpectation>, Vec<&ConditionExpectation>) =
+        conditions.iter().partition(|c| {
+            matches!(c.condition, Term::Completed | Term::Failed)
+                && matches!(signal, Some(TerminalSignal::Phase { .. }))
+        });
+    if !by_type.is_empty() {
+        judged.nest(
+            "conditions",
+            match_conditions(subject, &by_type, observed, vocab),
+        );
+    }
+    if let Some(TerminalSignal::Phase { completed, failed }) = signal
+        && !by_phase.is_empty()
+    {
+        judged.nest(
+            "phase",
+            match_phase(subject, &by_phase, completed, failed, observed),
+        );
+    }
+    judged
+}
+
+/// `status:`: a subset of the observed `status`, keys in the revision's spelling; a missing
+/// `replicaRestartCounts` entry reads as 0 (R3). Without a `status:` the views are `{}` and
+/// nothing fails.
+fn match_status_fields(
+    subject: &str,
+    status: Option<&Value>,
+    observed: &Value,
+    vocab: &Vocabulary,
+) -> Aspect {
+    let want = status
         .map(|s| translate_keys(s, vocab))
         .unwrap_or(json!({}));
-    let mut have_status = observed.get("status").cloned().unwrap_or(json!({}));
+    let mut have = observed.get("status").cloned().unwrap_or(json!({}));
     if let Some(field) = vocab.name(Term::ReplicaRestartCounts)
-        && let Some(want_len) = want_status
-            .get(field)
-            .and_then(Value::as_array)
-            .map(Vec::len)
-        && let Some(have) = have_status.as_object_mut()
+        && let Some(want_len) = want.get(field).and_then(Value::as_array).map(Vec::len)
+        && let Some(have) = have.as_object_mut()
     {
         // R3: a missing entry reads as 0, and so does a missing (or null) list.
         let counts = have.entry(field).or_insert(Value::Null);
@@ -492,29 +421,33 @@ pub fn match_object(
             }
         }
     }
-    if status.is_some() && !is_subset(&want_status, &have_status) {
-        failures.push(format!("{subject}: status differs"));
-    }
-    let mut projected_status = project(&want_status, &have_status);
-
-    let kind = match &exp.subject {
-        Subject::Object(o) => o.kind,
-        Subject::Pod { .. } => Kind::Pod,
+    let failures = if status.is_some() && !is_subset(&want, &have) {
+        vec![format!("{subject}: status differs")]
+    } else {
+        vec![]
     };
-    let signal = vocab.terminal_signal(kind);
+    Aspect {
+        observed: project(&want, &have),
+        expected: want,
+        failures,
+    }
+}
+
+/// `conditions:` read from `status.conditions`, by type; views of the conditions list.
+fn match_conditions(
+    subject: &str,
+    conditions: &[&ConditionExpectation],
+    observed: &Value,
+    vocab: &Vocabulary,
+) -> Aspect {
+    let mut failures = Vec::new();
     let mut want_conditions = Vec::new();
     let mut have_conditions = Vec::new();
-    let mut phase_checks: Vec<(Term, &ConditionMatch)> = Vec::new();
     for c in conditions {
-        let terminal = matches!(c.condition, Term::Completed | Term::Failed);
-        if terminal && let Some(TerminalSignal::Phase { .. }) = signal {
-            phase_checks.push((c.condition, &c.expect));
-            continue;
-        }
         let type_name = vocab
             .name(c.condition)
             .unwrap_or(c.condition.catalog_name());
-        let present = condition(&observed, type_name);
+        let present = condition(observed, type_name);
         let (want, ok) = match &c.expect {
             ConditionMatch::Absent => (
                 json!({"type": type_name, "status": "<absent>"}),
@@ -556,108 +489,106 @@ pub fn match_object(
         want_conditions.push(want);
         have_conditions.push(have);
     }
-    if !want_conditions.is_empty() {
-        want_status["conditions"] = Value::Array(want_conditions);
-        if let Some(m) = projected_status.as_object_mut() {
-            m.insert("conditions".into(), Value::Array(have_conditions));
-        }
-    }
-    if let (Some(TerminalSignal::Phase { completed, failed }), false) =
-        (signal, phase_checks.is_empty())
-    {
-        let have_phase = observed.pointer("/status/phase").and_then(Value::as_str);
-        let phase_of = |t: Term| {
-            if t == Term::Completed {
-                completed
-            } else {
-                failed
-            }
-        };
-        let mut ok = true;
-        let mut wants = Vec::new();
-        for (term, m) in &phase_checks {
-            let p = phase_of(*term);
-            match m {
-                ConditionMatch::Status {
-                    status: ConditionStatus::True,
-                    ..
-                } => {
-                    ok &= have_phase == Some(p);
-                    wants.push(p.to_owned());
-                }
-                ConditionMatch::Status { .. }
-                | ConditionMatch::Absent
-                | ConditionMatch::NotTrue => {
-                    ok &= have_phase != Some(p);
-                    wants.push(format!("not {p}"));
-                }
-            }
-        }
-        // A phase that must be reached implies the others are not; show only it then.
-        let want = match wants.iter().find(|w| !w.starts_with("not ")) {
-            Some(reached) => json!(reached),
-            None => json!(wants.join(" and ")),
-        };
-        let have = if ok {
-            want.clone()
-        } else {
-            json!(have_phase.unwrap_or("<absent>"))
-        };
-        if !ok {
-            failures.push(format!(
-                "{subject}: phase is {}",
-                have_phase.unwrap_or("absent")
-            ));
-        }
-        want_status["phase"] = want;
-        if let Some(m) = projected_status.as_object_mut() {
-            m.insert("phase".into(), have);
-        }
-    }
-    if want_status.as_object().is_some_and(|m| !m.is_empty()) {
-        expected_doc.insert("status".into(), want_status);
-        observed_doc.insert("status".into(), projected_status);
-    }
-    if expected_doc.is_empty() {
-        expected_doc.insert("exists".into(), json!(true));
-        observed_doc.insert("exists".into(), json!(true));
-    }
-    (
-        failures.is_empty(),
+    Aspect {
+        expected: Value::Array(want_conditions),
+        observed: Value::Array(have_conditions),
         failures,
-        Value::Object(expected_doc),
-        Value::Object(observed_doc),
-    )
+    }
 }
 
-fn uid(o: &Value) -> Option<&str> {
-    o.pointer("/metadata/uid").and_then(Value::as_str)
-}
-
-/// The current UID of a remembered subject (object, or current pod of a clique index).
-pub fn current_uid<'a>(
-    subject: &crate::catalog::UidSubject,
-    snapshot: &'a Snapshot,
-    vocab: &Vocabulary,
-) -> Option<&'a str> {
-    match subject {
-        crate::catalog::UidSubject::Object(o) => snapshot
-            .objects
-            .get(&(o.kind, o.name.clone()))
-            .filter(|o| !is_deleting(o))
-            .and_then(uid),
-        crate::catalog::UidSubject::Pod { clique, index } => {
-            current_pod(&snapshot.pods, clique, *index, vocab)
-                .filter(|p| !is_deleting(p))
-                .and_then(uid)
+/// The terminal conditions (`Completed`, `Failed`) of a revision that shows them as
+/// `status.phase` (`completed`, `failed`); views of the phase.
+fn match_phase(
+    subject: &str,
+    conditions: &[&ConditionExpectation],
+    completed: &str,
+    failed: &str,
+    observed: &Value,
+) -> Aspect {
+    let have_phase = observed.pointer("/status/phase").and_then(Value::as_str);
+    let phase_of = |t: Term| {
+        if t == Term::Completed {
+            completed
+        } else {
+            failed
+        }
+    };
+    let mut ok = true;
+    let mut wants = Vec::new();
+    for c in conditions {
+        let p = phase_of(c.condition);
+        match &c.expect {
+            ConditionMatch::Status {
+                status: ConditionStatus::True,
+                ..
+            } => {
+                ok &= have_phase == Some(p);
+                wants.push(p.to_owned());
+            }
+            ConditionMatch::Status { .. } | ConditionMatch::Absent | ConditionMatch::NotTrue => {
+                ok &= have_phase != Some(p);
+                wants.push(format!("not {p}"));
+            }
         }
     }
+    // A phase that must be reached implies the others are not; show only it then.
+    let want = match wants.iter().find(|w| !w.starts_with("not ")) {
+        Some(reached) => json!(reached),
+        None => json!(wants.join(" and ")),
+    };
+    let have = if ok {
+        want.clone()
+    } else {
+        json!(have_phase.unwrap_or("<absent>"))
+    };
+    let failures = if ok {
+        vec![]
+    } else {
+        vec![format!(
+            "{subject}: phase is {}",
+            have_phase.unwrap_or("absent")
+        )]
+    };
+    Aspect {
+        expected: want,
+        observed: have,
+        failures,
+    }
+}
+
+fn describe_count(count: &PodCount) -> String {
+    let what = match count.filter {
+        PodFilter::All => "pods".to_owned(),
+        PodFilter::Phase(p) => format!("{} pods", p.as_str()),
+        PodFilter::Active => "active pods".to_owned(),
+        PodFilter::Terminal => "terminal pods".to_owned(),
+        PodFilter::Ready => "ready pods".to_owned(),
+    };
+    format!("{what} of {}", count.scope).replace("of pods of", "of")
+}
+
+fn describe_event(exp: &EventExpectation) -> String {
+    let mut s = exp.reason.catalog_name().to_owned();
+    if let Some(t) = event_type(exp.reason) {
+        s.push_str(&format!(" ({t})"));
+    }
+    if let Some(k) = exp.kind {
+        s.push_str(&format!(" on {k}"));
+    }
+    if let Some(n) = &exp.name {
+        s.push_str(&format!(" {n}"));
+    }
+    if !exp.mentions.is_empty() {
+        s.push_str(&format!(" mentioning {}", exp.mentions.join(", ")));
+    }
+    s
 }
 
 /// Judges `exp` against `snapshot`.
 ///
 /// `remembered` maps each `remember` label to the UID recorded then; `current` maps each label
-/// to the subject's UID now (`None`: gone) — the runner resolves both with [`current_uid`].
+/// to the subject's UID now (`None`: gone) — the runner resolves both with
+/// [`Snapshot::current_uids`].
 pub fn evaluate(
     exp: &Expectation,
     snapshot: &Snapshot,
@@ -673,16 +604,11 @@ pub fn evaluate(
         let mut e = Map::new();
         let mut o = Map::new();
         for oe in &exp.objects {
-            let found = match &oe.subject {
-                Subject::Object(r) => snapshot.objects.get(&(r.kind, r.name.clone())),
-                Subject::Pod { clique, index } => {
-                    current_pod(&snapshot.pods, clique, *index, vocab)
-                }
-            };
-            let (_, f, want, have) = match_object(oe, found, vocab);
-            failures.extend(f);
-            e.insert(oe.subject.to_string(), want);
-            o.insert(oe.subject.to_string(), have);
+            let found = snapshot.subject(&oe.subject, vocab);
+            let judged = match_object(oe, found, vocab);
+            failures.extend(judged.failures);
+            e.insert(oe.subject.to_string(), judged.expected);
+            o.insert(oe.subject.to_string(), judged.observed);
         }
         expected.insert("objects".into(), Value::Object(e));
         observed.insert("objects".into(), Value::Object(o));
@@ -691,7 +617,7 @@ pub fn evaluate(
         let mut e = Map::new();
         let mut o = Map::new();
         for pc in &exp.pods {
-            let n = count_pods(pc, &snapshot.pods, vocab);
+            let n = snapshot.count_pods(pc, vocab);
             let key = describe_count(pc);
             if n != pc.count {
                 failures.push(format!("{key}: expected {}, observed {n}", pc.count));
@@ -733,7 +659,7 @@ pub fn evaluate(
         let mut e = Map::new();
         let mut o = Map::new();
         for ev in &exp.events {
-            let n = event_count(ev, &snapshot.events, vocab);
+            let n = snapshot.count_events(ev, vocab);
             let key = describe_event(ev);
             let (ok, want) = match ev.count {
                 Some(c) => (n == u64::from(c), json!(c)),

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use grove_conformance::catalog::{self, Expectation, StepKind};
 use grove_conformance::diff::{self, Style};
-use grove_conformance::matcher::{self, Snapshot};
+use grove_conformance::matcher;
+use grove_conformance::snapshot::Snapshot;
 use grove_conformance::vocab::{Kind, Revision, Vocabulary};
 use serde_json::{Value, json};
 
@@ -267,5 +268,79 @@ fn job_events_count_only_with_the_spec_type_and_the_words_asked_for() {
     assert!(
         !judge("Warning", "restarting replica 1 after workers failed"),
         "no child worker"
+    );
+}
+
+#[test]
+fn one_object_is_judged_aspect_by_aspect() {
+    let e = expectation(
+        r#"      within: 10s
+      objects:
+        - {kind: PodClique, name: job-0-worker, labels: {grove.io/restart-attempt: "2"}, conditions: {Completed: "False"}}
+        - {kind: PodCliqueSet, name: job, absent: true}
+        - {kind: PodClique, name: job-0-leader}
+        - {pod: job-0-worker/8}
+        - {kind: PodClique, name: job-0-worker}
+"#,
+    );
+    let vocab = Vocabulary::default();
+    let s = snapshot();
+    let judge = |i: usize| {
+        let oe = &e.objects[i];
+        matcher::match_object(oe, s.subject(&oe.subject, &vocab), &vocab)
+    };
+
+    let worker = judge(0);
+    assert!(!worker.ok);
+    assert_eq!(
+        worker.failures,
+        [
+            "PodClique job-0-worker: labels differ",
+            "PodClique job-0-worker: condition Completed is True",
+        ]
+    );
+    assert_eq!(
+        worker.expected,
+        json!({"metadata": {"labels": {"grove.io/restart-attempt": "2"}},
+            "status": {"conditions": [{"type": "Completed", "status": "False"}]}})
+    );
+    assert_eq!(
+        worker.observed,
+        json!({"metadata": {"labels": {"grove.io/restart-attempt": "1"}},
+            "status": {"conditions": [{"type": "Completed", "status": "True"}]}})
+    );
+
+    let pcs = judge(1);
+    assert_eq!(
+        pcs.failures,
+        ["PodCliqueSet job: expected absent, but it exists"]
+    );
+    assert_eq!(
+        (pcs.ok, pcs.expected, pcs.observed),
+        (false, json!("absent"), json!({"metadata": {"name": "job"}}))
+    );
+
+    let leader = judge(2);
+    assert_eq!(
+        leader.failures,
+        ["PodClique job-0-leader: expected to exist, but it is absent"]
+    );
+    assert_eq!(
+        (leader.expected, leader.observed),
+        (json!("present"), json!("absent"))
+    );
+
+    // The only pod with index 8 is being deleted: it reads as absent.
+    let deleting = judge(3);
+    assert_eq!(
+        deleting.failures,
+        ["pod job-0-worker/8: expected to exist, but it is absent"]
+    );
+
+    let exists = judge(4);
+    assert!(exists.ok && exists.failures.is_empty());
+    assert_eq!(
+        (exists.expected, exists.observed),
+        (json!({"exists": true}), json!({"exists": true}))
     );
 }

@@ -7,7 +7,7 @@
 //! across kinds); the actor of each write is decided then, when the harness has recorded the
 //! resourceVersions its own requests got back.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,8 +21,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::kubelet::Fleet;
-use crate::matcher::Snapshot;
 use crate::monitor::{Actor, Entry, EventType, Monitor, Violation};
+use crate::snapshot::Snapshot;
 use crate::vocab::{Kind, Vocabulary};
 
 /// How long an entry waits before the monitor sees it (lets the other watches catch up; a
@@ -643,24 +643,6 @@ async fn release_loop(
         }
     }
 }
-
-/// Resolves remembered labels to the subjects' current UIDs.
-pub fn current_uids(
-    remembered: &BTreeMap<String, (crate::catalog::UidSubject, String)>,
-    snapshot: &Snapshot,
-    vocab: &Vocabulary,
-) -> BTreeMap<String, Option<String>> {
-    remembered
-        .iter()
-        .map(|(label, (subject, _))| {
-            (
-                label.clone(),
-                crate::matcher::current_uid(subject, snapshot, vocab).map(str::to_string),
-            )
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,276 @@
+//! One case's lifecycle: its namespace, the observer, the implementation instance, the steps
+//! under the case's timeout, then the monitor's verdict and the teardown.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+use tokio::sync::Mutex as AsyncMutex;
+
+use super::requirements::{is_large, skip_reason};
+use super::steps::{CaseRun, StepError, execute};
+use crate::catalog::{Applicability, Case, Catalog};
+use crate::monitor::Violation;
+use crate::report::{CaseResult, Failure, Outcome, RunEvent};
+use crate::runner::implementation::{ImplementationSpec, Instance};
+use crate::runner::observe::Observer;
+use crate::runner::pods::PodDriver;
+use crate::vocab::Vocabulary;
+
+/// Label on every case namespace, with the case name as value.
+pub const CASE_LABEL: &str = "grove-conformance.io/case";
+/// Default upper bound of a whole case.
+pub const DEFAULT_CASE_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// What every case of a run shares.
+pub struct RunContext {
+    /// Admin client of the target.
+    pub client: Client,
+    /// Its kubeconfig (handed to the implementation).
+    pub kubeconfig: PathBuf,
+    /// How pod actions reach pods.
+    pub pods: PodDriver,
+    /// The implementation under test.
+    pub implementation: ImplementationSpec,
+    /// A single instance serving every case, when the implementation is not per-case.
+    pub shared_instance: Option<Arc<AsyncMutex<Instance>>>,
+    /// The vocabulary of the selected revision.
+    pub vocab: Vocabulary,
+    /// The catalog (fixtures).
+    pub catalog: Arc<Catalog>,
+    /// Keep namespaces after the case.
+    pub keep_namespaces: bool,
+    /// Where implementation logs go.
+    pub log_dir: PathBuf,
+    /// Progress events.
+    pub events: tokio::sync::mpsc::UnboundedSender<RunEvent>,
+}
+
+impl std::fmt::Debug for RunContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunContext")
+            .field("implementation", &self.implementation)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs one case end to end and returns its result.
+pub async fn run_case(run: &RunContext, case: &Case) -> CaseResult {
+    let started = Instant::now();
+    let _ = run.events.send(RunEvent::CaseStarted {
+        case: case.name.clone(),
+    });
+    let applicability = run.catalog.applicability(case, run.vocab.revision());
+    let outcome = match (applicability, skip_reason(case, run)) {
+        (Applicability::NotApplicable(reason), _) => Outcome::NotApplicable { reason },
+        (_, Some(reason)) => Outcome::Skip { reason },
+        (_, None) => {
+            let timeout = case
+                .timeout
+                .map(|d| d.as_std())
+                .unwrap_or(DEFAULT_CASE_TIMEOUT);
+            run_steps(run, case, timeout).await
+        }
+    };
+    let result = CaseResult {
+        case: case.name.clone(),
+        area: case.area.clone(),
+        clauses: case.clauses.clone(),
+        profile: case.profile,
+        outcome,
+        duration: started.elapsed(),
+    };
+    let _ = run.events.send(RunEvent::CaseFinished(result.clone()));
+    result
+}
+
+/// Runs the steps of a case that applies here: its namespace, observer and implementation
+/// instance, the steps under `timeout`, the monitor's verdict, then the teardown.
+async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome {
+    let namespace = namespace_for(&case.name);
+    let namespaces: Api<Namespace> = Api::all(run.client.clone());
+    let ns: Namespace = serde_json::from_value(json!({
+        "metadata": {"name": namespace, "labels": {CASE_LABEL: case.name}}
+    }))
+    .expect("a valid Namespace");
+    if let Err(e) = namespaces.create(&PostParams::default(), &ns).await {
+        return Outcome::Error {
+            message: format!("failed to create namespace {namespace}: {e}"),
+        };
+    }
+    let observer = Observer::start(
+        run.client.clone(),
+        &namespace,
+        run.vocab,
+        run.pods.fleet().cloned(),
+    )
+    .await;
+    let log = run.log_dir.join(format!("{}.log", case.name));
+    let instance = if run.implementation.per_case() {
+        let started =
+            match Instance::start(&run.implementation, &run.kubeconfig, Some(&namespace), &log)
+                .await
+            {
+                Ok(i) => i,
+                Err(e) => {
+                    return Outcome::Error {
+                        message: format!("failed to start the implementation: {e}"),
+                    };
+                }
+            };
+        if let Err(message) = started.ready().await {
+            return Outcome::Error { message };
+        }
+        Some(Arc::new(AsyncMutex::new(started)))
+    } else {
+        run.shared_instance.clone()
+    };
+    let mut ctx = CaseRun {
+        run,
+        case,
+        namespace: namespace.clone(),
+        observer,
+        instance,
+        remembered: BTreeMap::new(),
+        triggers: Vec::new(),
+        lost_nodes: Vec::new(),
+    };
+    let result = tokio::time::timeout(timeout, execute(&mut ctx)).await;
+    let outcome = match result {
+        Ok(Ok(())) => Outcome::Pass,
+        Ok(Err(StepError::Fail(f))) => Outcome::Fail(f),
+        Ok(Err(StepError::Skip(reason))) => Outcome::Skip { reason },
+        Ok(Err(StepError::Error(message))) => Outcome::Error { message },
+        Err(_) => Outcome::Fail(Failure {
+            message: format!("the case did not finish within its timeout of {timeout:?}"),
+            diff: None,
+            timeline: None,
+        }),
+    };
+    // Whatever the steps said, the monitor has the last word on safety.
+    let timeline = ctx.observer.settle().await;
+    let mut outcome = with_monitor_verdict(outcome, &ctx.observer.violations(), timeline);
+    for trigger in ctx.triggers.drain(..) {
+        trigger.abort();
+    }
+    for node in ctx.lost_nodes.drain(..) {
+        if let Err(e) = run.pods.recover_node(&node).await {
+            tracing::warn!(node, error = %e, "a lost node did not recover");
+        }
+    }
+    if run.implementation.per_case()
+        && let Some(instance) = ctx.instance.take()
+    {
+        let mut instance = instance.lock().await;
+        if let Some(exit) = instance.exited().await
+            && let Outcome::Fail(f) = &mut outcome
+        {
+            f.message
+                .push_str(&format!(" ({exit}; log: {})", instance.log().display()));
+        }
+        instance.stop().await;
+    }
+    if matches!(outcome, Outcome::Fail(_) | Outcome::Error { .. }) {
+        if let Outcome::Fail(f) = &mut outcome {
+            f.message.push_str(&format!(
+                " [namespace {namespace}, implementation log {}]",
+                log.display()
+            ));
+        }
+    } else if log.exists() {
+        let _ = std::fs::remove_file(&log);
+    }
+    drop(ctx);
+    if !run.keep_namespaces {
+        delete_namespace(&namespaces, &namespace, is_large(case, &run.catalog)).await;
+    }
+    outcome
+}
+
+/// `outcome` with the monitor's verdict: a case that passed or failed fails on the violations
+/// the monitor found, with their timeline slices as evidence; a failure without a timeline gets
+/// the whole case's `timeline`.
+fn with_monitor_verdict(
+    mut outcome: Outcome,
+    violations: &[Violation],
+    timeline: String,
+) -> Outcome {
+    if matches!(outcome, Outcome::Pass | Outcome::Fail(_)) && !violations.is_empty() {
+        let message = violations
+            .iter()
+            .map(|v| format!("{}: {}", v.clause, v.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let slices = violations
+            .iter()
+            .map(|v| v.render())
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let previous = match outcome {
+            Outcome::Fail(f) => format!("\n(also: {})", f.message),
+            _ => String::new(),
+        };
+        outcome = Outcome::Fail(Failure {
+            message: format!("invariant violated: {message}{previous}"),
+            diff: None,
+            timeline: Some(slices),
+        });
+    }
+    if let Outcome::Fail(f) = &mut outcome
+        && f.timeline.is_none()
+    {
+        f.timeline = Some(timeline);
+    }
+    outcome
+}
+
+/// Deletes a case's namespace; for a large case, waits until it is gone.
+async fn delete_namespace(namespaces: &Api<Namespace>, namespace: &str, large: bool) {
+    let _ = namespaces
+        .delete(namespace, &DeleteParams::background())
+        .await;
+    // A large case runs alone; so does its teardown: on real kubelets, hundreds of pods
+    // ending their grace periods would otherwise starve the cases that start next.
+    if large {
+        let gone = kube::runtime::wait::await_condition(
+            namespaces.clone(),
+            namespace,
+            kube::runtime::conditions::is_deleted(""),
+        );
+        if tokio::time::timeout(DEFAULT_CASE_TIMEOUT, gone)
+            .await
+            .is_err()
+        {
+            tracing::warn!(namespace, "a large case's namespace was not gone in time");
+        }
+    }
+}
+
+/// A fresh namespace name for a case: `gc-<case>-<random hex>`.
+fn namespace_for(case: &str) -> String {
+    let suffix: u32 = rand_suffix();
+    let mut base: String = case
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    base.truncate(50);
+    format!("gc-{}-{suffix:04x}", base.trim_end_matches('-'))
+}
+
+fn rand_suffix() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos());
+    (h.finish() & 0xffff) as u32
+}

@@ -1,0 +1,27 @@
+//! Running one case: a fresh namespace, watches and the invariant monitor, the
+//! implementation (one instance per case when it can be namespace-scoped), then the steps in
+//! order. A failed case is data ([`Outcome::Fail`](crate::report::Outcome::Fail));
+//! [`Outcome::Error`](crate::report::Outcome::Error) means the harness itself could not judge
+//! it.
+//!
+//! - `lifecycle`: one case from namespace to teardown, and the monitor's last word;
+//! - `requirements`: what a case needs of the run (the cluster to itself, a controllable
+//!   implementation, a pod driver that can do its actions);
+//! - `steps`: the state the steps share and the step loop;
+//! - `writes`: the steps that write through the API (`apply`, `update`, `delete`, `reject`),
+//!   with retries on conflicts;
+//! - `pod_actions`: pod and node actions through the pod driver;
+//! - `triggers`: `controller` steps, now or when a trigger fires;
+//! - `expect`: `remember` and `expect`, the waits and holds of expectations.
+
+mod expect;
+mod lifecycle;
+mod pod_actions;
+mod requirements;
+mod steps;
+mod triggers;
+mod writes;
+
+pub use expect::DEFAULT_WITHIN;
+pub use lifecycle::{CASE_LABEL, DEFAULT_CASE_TIMEOUT, RunContext, run_case};
+pub use requirements::{LARGE_CASE_PODS, fixture_pods, needs_exclusive, skip_reason};

@@ -1,0 +1,130 @@
+//! Pod actions through the pod driver: exits, readiness, evictions, preemptions and deletions
+//! of the pods a selector addresses, and the loss of the nodes they run on. Pods the harness
+//! takes away are recorded with the observer, so the monitor never counts their deletion
+//! against the implementation.
+
+use serde_json::Value;
+
+use super::expect::DEFAULT_WITHIN;
+use super::steps::{CaseRun, StepError, fail};
+use crate::catalog::{PodAction, PodSelector, PodStep};
+use crate::snapshot::uid;
+
+impl CaseRun<'_> {
+    /// The names of the pods a selector addresses now
+    /// ([`addressed_pods`](crate::snapshot::Snapshot::addressed_pods)); waits (watch-driven)
+    /// for at least one to exist, and for all of them to be Running when `running` is set.
+    async fn selected_pods(
+        &self,
+        selector: &PodSelector,
+        running: bool,
+    ) -> Result<Vec<String>, StepError> {
+        let mut changes = self.observer.subscribe();
+        let deadline = tokio::time::Instant::now() + DEFAULT_WITHIN;
+        loop {
+            let (names, ready) = self.observer.with_snapshot(|s| {
+                let pods = s.addressed_pods(selector, self.vocab());
+                let ready = !pods.is_empty()
+                    && (!running
+                        || pods.iter().all(|p| {
+                            p.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
+                        }));
+                let names: Vec<String> = pods
+                    .iter()
+                    .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
+                    .map(str::to_string)
+                    .collect();
+                (names, ready)
+            });
+            if ready {
+                return Ok(names);
+            }
+            if tokio::time::timeout_at(deadline, changes.changed())
+                .await
+                .is_err()
+            {
+                return Err(fail(format!(
+                    "{selector} never {} within {DEFAULT_WITHIN:?}",
+                    if running { "was Running" } else { "existed" }
+                )));
+            }
+        }
+    }
+
+    /// A pod step: an action on the pods its selector addresses, or the loss of their nodes.
+    pub(super) async fn pods(&mut self, step: &PodStep) -> Result<(), StepError> {
+        let driver = self.run.pods.clone();
+        // A node is lost whatever its pods' phases (a Succeeded pod goes with it too).
+        let running = matches!(
+            step.action,
+            PodAction::Exit(_) | PodAction::Unready | PodAction::Ready
+        );
+        let names = self.selected_pods(&step.selector, running).await?;
+        let ns = self.namespace.clone();
+        let failed = |e: String| {
+            fail(format!(
+                "failed to {} {}: {e}",
+                step.action.keyword(),
+                step.selector
+            ))
+        };
+        if let PodAction::LoseNode(how) = step.action {
+            let mut nodes = Vec::new();
+            for name in &names {
+                let node = driver.node_of(&ns, name).await.map_err(failed)?;
+                if !nodes.contains(&node) {
+                    nodes.push(node);
+                }
+            }
+            if step.alone {
+                let others: Vec<String> = self.observer.with_snapshot(|s| {
+                    s.pods_on_nodes(&nodes)
+                        .into_iter()
+                        .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
+                        .filter(|n| !names.iter().any(|m| m == n))
+                        .map(str::to_string)
+                        .collect()
+                });
+                if !others.is_empty() {
+                    return Err(StepError::Skip(format!(
+                        "the case needs {} alone on {} to lose it, but this target placed other pods of the case there too ({}), which the node would take with it",
+                        step.selector,
+                        nodes.join(", "),
+                        others.join(", ")
+                    )));
+                }
+            }
+            for node in nodes {
+                // Known before the node goes, so that no deletion it causes is ever taken
+                // for the implementation's.
+                for uid in driver.pods_on(&node).await.map_err(failed)? {
+                    self.observer.harness_deleted(&uid);
+                }
+                self.lost_nodes.push(node.clone());
+                for uid in driver.lose_node(&node, how).await.map_err(failed)? {
+                    self.observer.harness_deleted(&uid);
+                }
+            }
+            return Ok(());
+        }
+        for name in &names {
+            if !matches!(
+                step.action,
+                PodAction::Exit(_) | PodAction::Ready | PodAction::Unready
+            ) {
+                let uid = self.observer.with_snapshot(|s| {
+                    s.pod_named(name)
+                        .and_then(uid)
+                        .unwrap_or_default()
+                        .to_string()
+                });
+                self.observer.harness_deleted(&uid);
+            }
+            driver
+                .act(&ns, name, step.action, step.without_terminal_phase)
+                .await
+                .map_err(failed)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,181 @@
+//! What a case needs of a run: the cluster to itself (it is large, loses a node, or pauses a
+//! shared implementation), an implementation the harness may control, and a pod driver that can
+//! do its pod actions; otherwise it is skipped, with the reason.
+
+use serde_json::Value;
+
+use super::lifecycle::RunContext;
+use crate::catalog::{
+    Case, Catalog, ControllerAction, PodAction, Request, StepKind, Subresource, Target, Update,
+    merge_patch,
+};
+use crate::runner::implementation::ImplementationSpec;
+use crate::vocab::Kind;
+
+/// Cases creating at least this many pods run alone: on a small machine they would starve
+/// the cases beside them (and be starved), turning timing into flakiness.
+pub const LARGE_CASE_PODS: u64 = 128;
+
+/// How many pods the PodCliqueSet of a fixture manifest asks for.
+pub fn fixture_pods(manifest: &Value) -> u64 {
+    let int = |v: Option<&Value>, default: u64| v.and_then(Value::as_u64).unwrap_or(default);
+    let template = manifest.pointer("/spec/template");
+    let pcs_replicas = int(manifest.pointer("/spec/replicas"), 1);
+    let groups: Vec<&Value> = template
+        .and_then(|t| t.get("podCliqueScalingGroups"))
+        .and_then(Value::as_array)
+        .map(|g| g.iter().collect())
+        .unwrap_or_default();
+    let per_replica: u64 = template
+        .and_then(|t| t.get("cliques"))
+        .and_then(Value::as_array)
+        .map(|cliques| {
+            cliques
+                .iter()
+                .map(|c| {
+                    let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+                    let pods = int(c.pointer("/spec/replicas"), 1);
+                    let group_replicas = groups
+                        .iter()
+                        .find(|g| {
+                            g.get("cliqueNames")
+                                .and_then(Value::as_array)
+                                .is_some_and(|n| n.iter().any(|n| n.as_str() == Some(name)))
+                        })
+                        .map(|g| int(g.get("replicas"), 1))
+                        .unwrap_or(1);
+                    pods * group_replicas
+                })
+                .sum()
+        })
+        .unwrap_or(0);
+    pcs_replicas * per_replica
+}
+
+/// Whether a case creates [`LARGE_CASE_PODS`] pods or more: a fixture it declares, or one it
+/// applies with a patch (which is how the 256-pod cases scale).
+pub(super) fn is_large(case: &Case, catalog: &Catalog) -> bool {
+    let large = |manifest: &Value| fixture_pods(manifest) >= LARGE_CASE_PODS;
+    case.fixtures
+        .iter()
+        .any(|f| catalog.fixture(f).is_some_and(|fx| large(&fx.manifest)))
+        || case.steps.iter().any(|s| match &s.kind {
+            StepKind::Apply(a) => catalog.fixture(&a.fixture).is_some_and(|fx| {
+                let mut manifest = fx.manifest.clone();
+                if let Some(patch) = &a.patch {
+                    merge_patch(&mut manifest, patch);
+                }
+                large(&manifest)
+            }),
+            _ => false,
+        })
+}
+
+/// Whether a case needs the cluster to itself: it loses a node, it pauses or crashes an
+/// implementation that serves every case, or it is large ([`LARGE_CASE_PODS`]).
+pub fn needs_exclusive(
+    case: &Case,
+    catalog: &Catalog,
+    implementation: &ImplementationSpec,
+) -> bool {
+    is_large(case, catalog)
+        || case.steps.iter().any(|s| match &s.kind {
+            StepKind::Pods(p) => matches!(p.action, PodAction::LoseNode(_)),
+            StepKind::Controller(_) => !implementation.per_case(),
+            _ => false,
+        })
+}
+
+/// Why a case cannot run here, if it cannot.
+pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
+    let fail_closed = ctx.implementation.fail_closed();
+    let mut paused = false;
+    for step in &case.steps {
+        if paused
+            && let Some(resource) = written_resource(&step.kind)
+            && fail_closed.iter().any(|r| r == resource)
+        {
+            return Some(format!(
+                "the case writes {resource} while the implementation is paused, and the implementation's admission webhooks reject every such write then (failurePolicy: Fail)"
+            ));
+        }
+        if let StepKind::Controller(c) = &step.kind
+            && c.when.is_none()
+        {
+            paused = c.action == ControllerAction::Pause;
+        }
+        match &step.kind {
+            StepKind::Controller(_) if !ctx.implementation.controllable() => {
+                return Some(
+                    "the case pauses, resumes or crashes the implementation, which an external implementation does not allow"
+                        .into(),
+                );
+            }
+            StepKind::Pods(p) => {
+                if let Some(reason) = ctx.pods.unsupported(p.action, p.without_terminal_phase) {
+                    return Some(reason);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The resource (plural, main resource only) a step writes through the API, if any.
+fn written_resource(step: &StepKind) -> Option<&'static str> {
+    let of_target = |target: &Target| match target {
+        Target::Object(o) => o.kind.plural(),
+        Target::Fixture(_) => Kind::PodCliqueSet.plural(),
+    };
+    let of_update = |u: &Update| (u.subresource == Subresource::Main).then(|| of_target(&u.target));
+    match step {
+        StepKind::Apply(_) => Some(Kind::PodCliqueSet.plural()),
+        StepKind::Update(u) => of_update(u),
+        StepKind::Delete(d) => Some(of_target(&d.target)),
+        StepKind::Reject(r) => match &r.request {
+            Request::Apply(_) => Some(Kind::PodCliqueSet.plural()),
+            Request::Update(u) => of_update(u),
+        },
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_256_pod_cases_are_large_through_their_patch() {
+        let catalog =
+            crate::catalog::load_catalog(std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
+                .expect("the catalog loads");
+        for name in [
+            "all-ranks-256-pods-restart",
+            "leader-worker-256-pods-restart",
+        ] {
+            let case = catalog.case(name).expect("the case exists");
+            assert!(is_large(case, &catalog), "{name} is not seen as large");
+        }
+        let small = catalog
+            .case("all-ranks-completes")
+            .expect("the case exists");
+        assert!(!is_large(small, &catalog));
+    }
+
+    #[test]
+    fn fixture_pods_multiply_clique_group_and_set_replicas() {
+        let manifest = json!({"spec": {"replicas": 2, "template": {
+            "cliques": [
+                {"name": "leader", "spec": {"replicas": 1}},
+                {"name": "worker", "spec": {"replicas": 16}},
+                {"name": "router", "spec": {"replicas": 3}},
+            ],
+            "podCliqueScalingGroups": [{"name": "trainer", "cliqueNames": ["leader", "worker"], "replicas": 4}],
+        }}});
+        // Per set replica: (1 + 16) x 4 in the group, plus 3 standalone.
+        assert_eq!(fixture_pods(&manifest), 2 * (17 * 4 + 3));
+    }
+}

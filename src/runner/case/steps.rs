@@ -1,0 +1,135 @@
+//! The step loop: the state one case's steps share, how a step fails, and the dispatch of
+//! each step to its kind's handler.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::Mutex as AsyncMutex;
+
+use super::lifecycle::RunContext;
+use crate::catalog::{Case, StepKind, Target, UidSubject};
+use crate::report::{Failure, RunEvent};
+use crate::runner::implementation::Instance;
+use crate::runner::observe::Observer;
+use crate::vocab::Vocabulary;
+
+/// The state of one running case, shared by its steps.
+pub(super) struct CaseRun<'a> {
+    /// What every case of the run shares.
+    pub(super) run: &'a RunContext,
+    /// The case.
+    pub(super) case: &'a Case,
+    /// The case's own namespace.
+    pub(super) namespace: String,
+    /// The watches of the namespace and the invariant monitor.
+    pub(super) observer: Observer,
+    /// The implementation instance serving the case, when there is one to control.
+    pub(super) instance: Option<Arc<AsyncMutex<Instance>>>,
+    /// `remember` label → the subject and its UID then.
+    pub(super) remembered: BTreeMap<String, (UidSubject, String)>,
+    /// Armed `controller … when` triggers.
+    pub(super) triggers: Vec<tokio::task::JoinHandle<Result<(), String>>>,
+    /// Nodes the case lost, recovered at its end.
+    pub(super) lost_nodes: Vec<String>,
+}
+
+/// Why a step did not go through: the case fails, is skipped, or could not be judged.
+pub(super) enum StepError {
+    /// The case fails.
+    Fail(Failure),
+    /// The case cannot run here, for this reason.
+    Skip(String),
+    /// The harness could not judge the case.
+    Error(String),
+}
+
+/// A failed step with this message.
+pub(super) fn fail(message: impl Into<String>) -> StepError {
+    StepError::Fail(Failure {
+        message: message.into(),
+        diff: None,
+        timeline: None,
+    })
+}
+
+/// Runs the case's steps in order, until one does not go through, the action of an armed
+/// trigger fails, or the monitor confirms a violation.
+pub(super) async fn execute(ctx: &mut CaseRun<'_>) -> Result<(), StepError> {
+    for (index, step) in ctx.case.steps.iter().enumerate() {
+        let _ = ctx.run.events.send(RunEvent::StepStarted {
+            case: ctx.case.name.clone(),
+            index,
+            description: describe(&step.kind),
+        });
+        let at = format!(
+            "step {} ({}, line {})",
+            index + 1,
+            step.kind.keyword(),
+            step.pos.line
+        );
+        let result = match &step.kind {
+            StepKind::Apply(apply) => ctx
+                .apply(&apply.fixture, apply.patch.as_ref())
+                .await
+                .map(|_| ()),
+            StepKind::Update(update) => ctx.update(update).await.map(|_| ()),
+            StepKind::Delete(delete) => ctx.delete(delete).await,
+            StepKind::Reject(reject) => ctx.reject(reject).await,
+            StepKind::Pods(pods) => ctx.pods(pods).await,
+            StepKind::Controller(c) => ctx.controller(c).await,
+            StepKind::Remember(r) => ctx.remember(r),
+            StepKind::Expect(e) => ctx.expect(e).await,
+        };
+        result.map_err(|e| match e {
+            StepError::Fail(mut f) => {
+                f.message = format!("{at}: {}", f.message);
+                StepError::Fail(f)
+            }
+            StepError::Error(m) => StepError::Error(format!("{at}: {m}")),
+            other => other,
+        })?;
+        for trigger in &mut ctx.triggers {
+            if trigger.is_finished() {
+                let done = std::mem::replace(trigger, tokio::spawn(async { Ok(()) }));
+                if let Ok(Err(e)) = done.await {
+                    return Err(StepError::Error(e));
+                }
+            }
+        }
+        if ctx.observer.violation_confirmed().await {
+            // Reported with its evidence once the case ends.
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+fn describe(kind: &StepKind) -> String {
+    match kind {
+        StepKind::Apply(a) => format!("apply {}", a.fixture),
+        StepKind::Update(u) => format!("update {}", target_name(&u.target)),
+        StepKind::Delete(d) => format!("{} {}", kind.keyword(), target_name(&d.target)),
+        StepKind::Reject(_) => "reject".into(),
+        StepKind::Pods(p) if p.without_terminal_phase => {
+            format!("{} {} (no terminal phase)", p.action.keyword(), p.selector)
+        }
+        StepKind::Pods(p) => format!("{} {}", p.action.keyword(), p.selector),
+        StepKind::Controller(c) => format!("controller {:?}", c.action).to_lowercase(),
+        StepKind::Remember(r) => format!("remember {}", r.label),
+        StepKind::Expect(_) => "expect".into(),
+    }
+}
+
+pub(super) fn target_name(target: &Target) -> String {
+    match target {
+        Target::Object(o) => o.to_string(),
+        Target::Fixture(f) => format!("fixture {f}"),
+    }
+}
+
+impl CaseRun<'_> {
+    /// The vocabulary of the selected revision.
+    pub(super) fn vocab(&self) -> &Vocabulary {
+        &self.run.vocab
+    }
+}

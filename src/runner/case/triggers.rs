@@ -1,0 +1,129 @@
+//! `controller` steps: pausing, resuming or crashing the implementation, now or when a trigger
+//! (a watched value changed, an object deleted, a condition reached) fires.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::Mutex as AsyncMutex;
+
+use super::steps::{CaseRun, StepError};
+use crate::catalog::{ControllerAction, ControllerStep, DeletionTarget, ObjectRef, Trigger};
+use crate::runner::implementation::Instance;
+use crate::snapshot::{Snapshot, is_deleting, uid};
+use crate::vocab::Vocabulary;
+
+impl CaseRun<'_> {
+    /// `controller`: pauses, resumes or crashes the implementation now, or arms a trigger
+    /// that does it when it fires while the case goes on.
+    pub(super) async fn controller(&mut self, step: &ControllerStep) -> Result<(), StepError> {
+        let instance = self
+            .instance
+            .clone()
+            .ok_or_else(|| StepError::Skip("the implementation cannot be controlled".into()))?;
+        let action = step.action;
+        let Some(trigger) = step.when.clone() else {
+            return act(&instance, action).await.map_err(StepError::Error);
+        };
+        let mut changes = self.observer.subscribe();
+        let vocab = *self.vocab();
+        let armed = self.observer.with_snapshot(|s| arm(&trigger, s, &vocab));
+        let snapshots = self.observer.snapshot_handle();
+        self.triggers.push(tokio::spawn(async move {
+            loop {
+                let fired = snapshots.with(|s| fires(&trigger, &armed, s, &vocab));
+                if fired {
+                    return act(&instance, action).await;
+                }
+                if changes.changed().await.is_err() {
+                    return Ok(());
+                }
+            }
+        }));
+        Ok(())
+    }
+}
+
+/// Carries out a controller action on the instance; after a crash, waits until it is ready.
+async fn act(instance: &Arc<AsyncMutex<Instance>>, action: ControllerAction) -> Result<(), String> {
+    let mut instance = instance.lock().await;
+    match action {
+        ControllerAction::Pause => instance
+            .pause()
+            .await
+            .map_err(|e| format!("failed to pause the implementation: {e}"))?,
+        ControllerAction::Resume => instance
+            .resume()
+            .await
+            .map_err(|e| format!("failed to resume the implementation: {e}"))?,
+        ControllerAction::Crash => {
+            instance
+                .crash_and_restart()
+                .await
+                .map_err(|e| format!("failed to restart the implementation: {e}"))?;
+            // Its webhooks answer again before the case goes on.
+            instance.ready().await?;
+        }
+    }
+    Ok(())
+}
+
+/// What a trigger compares against: the watched value when the step ran, or the UIDs that
+/// existed then.
+#[derive(Debug, Clone)]
+enum Armed {
+    Value(Value),
+    Uids(Vec<String>),
+    Nothing,
+}
+
+/// The UIDs of the objects a `deleted:` trigger watches that are not being deleted.
+fn live_uids(target: &DeletionTarget, s: &Snapshot, vocab: &Vocabulary) -> Vec<String> {
+    s.deletion_targets(target, vocab)
+        .into_iter()
+        .filter(|o| !is_deleting(o))
+        .map(|o| uid(o).unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The value a `changed:` trigger watches (`null` when absent).
+fn watched_value(object: &ObjectRef, path: &str, s: &Snapshot, vocab: &Vocabulary) -> Value {
+    let path = vocab
+        .translate_field_path(path)
+        .unwrap_or_else(|| path.to_owned());
+    s.field(object, &path).cloned().unwrap_or(Value::Null)
+}
+
+/// What `trigger` compares against later, taken when its step runs.
+fn arm(trigger: &Trigger, s: &Snapshot, vocab: &Vocabulary) -> Armed {
+    match trigger {
+        Trigger::Changed { object, path } => Armed::Value(watched_value(object, path, s, vocab)),
+        Trigger::Deleted(target) => Armed::Uids(live_uids(target, s, vocab)),
+        Trigger::Condition { .. } => Armed::Nothing,
+    }
+}
+
+/// Whether `trigger`, armed with `armed`, fires in `s`.
+fn fires(trigger: &Trigger, armed: &Armed, s: &Snapshot, vocab: &Vocabulary) -> bool {
+    match (trigger, armed) {
+        (Trigger::Changed { object, path }, Armed::Value(before)) => {
+            &watched_value(object, path, s, vocab) != before
+        }
+        (Trigger::Deleted(target), Armed::Uids(before)) => {
+            let live = live_uids(target, s, vocab);
+            before.iter().any(|u| !live.contains(u))
+        }
+        (
+            Trigger::Condition {
+                object,
+                condition,
+                status,
+            },
+            _,
+        ) => vocab.name(*condition).is_some_and(|type_| {
+            s.object(object)
+                .and_then(|o| crate::vocab::condition_status(o, type_))
+                == Some(status.as_str())
+        }),
+        _ => false,
+    }
+}

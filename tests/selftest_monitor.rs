@@ -16,6 +16,8 @@ struct Sim {
     next_uid: u64,
     objects: HashMap<(Kind, String), Value>,
     found: Vec<Violation>,
+    /// Leave out every `*-replica-index` label (no clause requires them).
+    without_replica_index_labels: bool,
 }
 
 impl Sim {
@@ -26,6 +28,7 @@ impl Sim {
             next_uid: 1,
             objects: HashMap::new(),
             found: Vec::new(),
+            without_replica_index_labels: false,
         }
     }
 
@@ -48,6 +51,11 @@ impl Sim {
         let name = object["metadata"]["name"].as_str().unwrap().to_owned();
         object["kind"] = json!(kind.as_str());
         object["metadata"]["uid"] = json!(format!("{:08x}-uid", self.next_uid));
+        if self.without_replica_index_labels
+            && let Some(labels) = object["metadata"]["labels"].as_object_mut()
+        {
+            labels.retain(|k, _| !k.ends_with("-replica-index"));
+        }
         self.next_uid += 1;
         self.objects.insert((kind, name), object.clone());
         self.feed(kind, EventType::Added, object, actor);
@@ -114,7 +122,10 @@ fn owner(kind: Kind, name: &str, uid: &str) -> Value {
 /// A leader-driven job: PCS `job` → PCSG `job-0-trainer` (leader ×1, worker ×2, optional
 /// regular `sidecar` ×1), targetNames [leader], PCSG budget `budget`.
 fn leader_worker(budget: u32, sidecar: bool) -> Sim {
-    let mut sim = Sim::new();
+    leader_worker_in(Sim::new(), budget, sidecar)
+}
+
+fn leader_worker_in(mut sim: Sim, budget: u32, sidecar: bool) -> Sim {
     let aware = json!({"completion": {}});
     let mut cliques = vec![
         json!({"name": "leader", "spec": {"replicas": 1, "policy": aware, "podSpec": {}}}),
@@ -523,7 +534,11 @@ fn o2_deleting_before_the_persisted_increment_is_caught() {
 #[test]
 fn c4_creation_inside_a_terminal_scope_is_caught() {
     // A pod recreated in a Completed PodClique.
+    // (The clique is given room for a second pod, so that the new pod is no E3 replacement.)
     let mut sim = leader_worker(1, false);
+    sim.modify(Kind::PodClique, "job-0-trainer-0-leader", Harness, |o| {
+        o["spec"]["replicas"] = json!(2)
+    });
     leader_completes(&mut sim);
     add_pod(&mut sim, "job-0-trainer-0-leader", 1, Impl);
     assert_eq!(sim.clauses(), ["C4"]);
@@ -594,8 +609,12 @@ fn entries_need_metadata() {
 #[test]
 fn c4_spares_a_new_attempt_starting_while_its_replica_completes() {
     // The leader completes (the replica is complete by evaluation) while the worker clique of
-    // the same attempt creates its pods; the group has not written Completed yet.
+    // the same attempt creates its pods; the group has not written Completed yet. (The clique
+    // is given room for more pods than the fixture made, so they are no E3 replacements.)
     let mut sim = leader_worker(1, false);
+    sim.modify(Kind::PodClique, "job-0-trainer-0-worker", Harness, |o| {
+        o["spec"]["replicas"] = json!(8)
+    });
     leader_completes(&mut sim);
     add_pod(&mut sim, "job-0-trainer-0-worker", 5, Impl);
     assert!(sim.clauses().is_empty(), "{:?}", sim.found);
@@ -643,4 +662,109 @@ fn a_late_entry_is_judged_in_resource_version_order() {
         replayed.render_timeline()
     );
     assert_eq!(replayed.timeline().len(), n);
+}
+
+#[test]
+fn e3_a_pod_beyond_the_first_attempts_indices_is_caught() {
+    // A replacement under a fresh index (replicas 2: indices 0 and 1 only).
+    let mut sim = leader_worker(1, false);
+    let w1 = pod_name(&sim, "job-0-trainer-0-worker", 1);
+    sim.delete(Kind::Pod, &w1, Harness);
+    sim.gone(Kind::Pod, &w1, Harness);
+    add_pod(&mut sim, "job-0-trainer-0-worker", 2, Impl);
+    assert_eq!(sim.clauses(), ["E3"]);
+    assert!(
+        sim.found[0]
+            .message
+            .contains("(index 2) created in completion-aware PodClique job-0-trainer-0-worker beyond its first attempt's 2 pods"),
+        "{}",
+        sim.found[0].message
+    );
+    // A third pod with no index label at all.
+    let mut sim = leader_worker(1, false);
+    let uid = sim.uid(Kind::PodClique, "job-0-trainer-0-worker");
+    sim.add(
+        Kind::Pod,
+        json!({"metadata": {"name": "job-0-trainer-0-worker-extra",
+            "ownerReferences": owner(Kind::PodClique, "job-0-trainer-0-worker", &uid),
+            "labels": {"grove.io/podclique": "job-0-trainer-0-worker"}},
+            "status": {"phase": "Running"}}),
+        Impl,
+    );
+    assert_eq!(sim.clauses(), ["E3"]);
+    assert!(
+        sim.found[0].message.contains("(index none)"),
+        "{}",
+        sim.found[0].message
+    );
+    // The first attempt's own pods are not replacements, in any order of indices.
+    let mut sim = leader_worker(1, false);
+    let uid = sim.uid(Kind::PodCliqueScalingGroup, "job-0-trainer");
+    sim.add(
+        Kind::PodClique,
+        json!({"metadata": {"name": "job-0-trainer-0-extra", "ownerReferences": owner(Kind::PodCliqueScalingGroup, "job-0-trainer", &uid)},
+            "spec": {"replicas": 3, "policy": {"completion": {}}, "podSpec": {}}, "status": {"conditions": []}}),
+        Impl,
+    );
+    for i in [2, 0, 1] {
+        add_pod(&mut sim, "job-0-trainer-0-extra", i, Impl);
+    }
+    sim.assert_clean();
+}
+
+#[test]
+fn replica_membership_comes_from_b1_names_without_index_labels() {
+    let unlabelled = || Sim {
+        without_replica_index_labels: true,
+        ..Sim::new()
+    };
+    // O1 still caught: a PodClique of the replica deleted before the PCSG shows Failed.
+    let mut sim = leader_worker_in(unlabelled(), 0, false);
+    assert!(
+        !sim.monitor.render_timeline().contains("replica-index"),
+        "labels left in"
+    );
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-worker",
+        Impl,
+        "Failed",
+        "True",
+    );
+    sim.delete(Kind::PodClique, "job-0-trainer-0-leader", Impl);
+    assert_eq!(sim.clauses(), ["O1"]);
+    // A legitimate restart stays clean, and its increment is judged against the replica.
+    let mut sim = leader_worker_in(unlabelled(), 1, false);
+    let w1 = pod_name(&sim, "job-0-trainer-0-worker", 1);
+    sim.phase(&w1, "Failed");
+    sim.counts(Kind::PodCliqueScalingGroup, "job-0-trainer", json!([1]));
+    delete_replica(&mut sim, false);
+    create_attempt(&mut sim, false);
+    sim.assert_clean();
+    // A second increment with no failure in between is a double count (R3).
+    sim.counts(Kind::PodCliqueScalingGroup, "job-0-trainer", json!([2]));
+    assert_eq!(sim.clauses(), ["R3"]);
+}
+
+#[test]
+fn a_healed_breach_authorises_no_later_deletion() {
+    let mut sim = leader_worker(1, true);
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-sidecar",
+        Impl,
+        "MinAvailableBreached",
+        "True",
+    );
+    // The sidecar recovers before any gang termination.
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-sidecar",
+        Impl,
+        "MinAvailableBreached",
+        "False",
+    );
+    sim.assert_clean();
+    sim.delete(Kind::PodClique, "job-0-trainer-0-worker", Impl);
+    assert_eq!(sim.clauses(), ["O1"]);
 }

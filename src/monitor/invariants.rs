@@ -9,7 +9,7 @@
 //! | E6 | an object shows Completed and Failed both True, or a True terminal condition stops being True |
 //! | R3 | a `replicaRestartCounts` entry decreases, grows by more than one in one write, or grows with no failure observed in that replica since its last increment (a double count) |
 //! | C4 | the implementation creates a pod, PodClique or PCSG inside a terminal scope |
-//! | E3 | a pod is created for an index that already had a pod in the same completion-aware PodClique (same UID: same attempt) |
+//! | E3 | a pod is created in a completion-aware PodClique (same UID: same attempt) for an index that already had a pod, for an index outside `0..replicas`, or beyond its `replicas` pods in all |
 //! | O1 | the implementation starts deleting something in a completion-aware scope whose terminal state is not visible and no persisted restart justifies it |
 //! | O2 | the same, while the replica has an uncounted failure and budget left: the restart's deletions came before its persisted increment |
 //!
@@ -67,9 +67,9 @@ struct ReplicaTrack {
     pending: Option<usize>,
     /// The entry that persisted the latest increment.
     authorized_at: Option<usize>,
-    /// The latest entry in which a regular PodClique of the replica showed
-    /// MinAvailableBreached=True (a gang termination, R5, may follow).
-    breached_at: Option<usize>,
+    /// The entry in which a regular PodClique of the replica showed MinAvailableBreached=True
+    /// (a gang termination, R5, may follow), and that clique's UID, while the breach stands.
+    breached_at: Option<(usize, String)>,
 }
 
 /// A replica of a parent: PCSG replica j, or PCS replica i.
@@ -194,10 +194,6 @@ impl Monitor {
         })
     }
 
-    fn index_label(&self, o: &Value, t: Term) -> Option<u32> {
-        self.label(o, t)?.parse().ok()
-    }
-
     /// The PCS that `uid` belongs to (itself, or through its owners), and its shape.
     fn pcs_of(&self, uid: &str) -> Option<(&Obj, PcsShape)> {
         let mut current = self.objs.get(uid)?;
@@ -227,23 +223,32 @@ impl Monitor {
     }
 
     /// The replicas a child object belongs to, nearest first: for a PodClique in a PCSG,
-    /// (PCSG, j) then (PCS, i); for a standalone PodClique or a PCSG, (PCS, i).
+    /// (PCSG, j) then (PCS, i); for a standalone PodClique or a PCSG, (PCS, i). The parents
+    /// come from ownerReferences (B3), the indices from the B1 names (`<pcs>-<i>-<pcsg>`,
+    /// `<pcs>-<i>-<pcsg>-<j>-<clique>`, `<pcs>-<i>-<clique>`): no label is needed.
     fn replicas_of(&self, o: &Value, kind: Kind) -> Vec<ReplicaKey> {
         let mut out = Vec::new();
+        let name = o
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if kind == Kind::PodClique
             && let Some(pcsg) = self.owner(o, Kind::PodCliqueScalingGroup)
-            && let Some(j) = self.index_label(o, Term::LabelPcsgReplicaIndex)
+            && let Some(j) = self
+                .objs
+                .get(&pcsg)
+                .and_then(|g| index_after(name, &g.name))
         {
             out.push((pcsg, j));
         }
-        if matches!(kind, Kind::PodClique | Kind::PodCliqueScalingGroup)
-            && let Some(i) = self.index_label(o, Term::LabelPcsReplicaIndex)
-        {
+        if matches!(kind, Kind::PodClique | Kind::PodCliqueScalingGroup) {
             let pcs = self.owner(o, Kind::PodCliqueSet).or_else(|| {
                 let pcsg = self.owner(o, Kind::PodCliqueScalingGroup)?;
                 self.owner(&self.objs.get(&pcsg)?.object, Kind::PodCliqueSet)
             });
-            if let Some(pcs) = pcs {
+            if let Some(pcs) = pcs
+                && let Some(i) = self.objs.get(&pcs).and_then(|p| index_after(name, &p.name))
+            {
                 out.push((pcs, i));
             }
         }
@@ -268,8 +273,7 @@ impl Monitor {
                 let prefix = format!(
                     "{}-{}-",
                     pcs.name,
-                    self.index_label(&parent.object, Term::LabelPcsReplicaIndex)
-                        .unwrap_or(0)
+                    index_after(&parent.name, &pcs.name).unwrap_or(0)
                 );
                 let Some(cfg) = parent.name.strip_prefix(&prefix).or_else(|| {
                     shape
@@ -360,28 +364,41 @@ impl Monitor {
     fn regular_gang_termination(&self, key: &ReplicaKey, created: usize) -> bool {
         self.replicas
             .get(key)
-            .and_then(|t| t.breached_at)
-            .is_some_and(|at| created < at)
+            .and_then(|t| t.breached_at.as_ref())
+            .is_some_and(|(at, _)| created < *at)
     }
 
-    /// Records a regular PodClique's MinAvailableBreached=True against its replica.
+    /// Records a regular PodClique's MinAvailableBreached=True against its replica, and
+    /// withdraws it when that clique (live, not being deleted) shows the condition not True
+    /// again: the breach healed before any gang termination, which then authorises nothing.
     fn note_breach(&mut self, idx: usize, e: &Entry) {
         let Some(breached) = self.vocab.name(Term::MinAvailableBreached) else {
             return;
         };
         if e.kind != Kind::PodClique
             || e.event == EventType::Deleted
+            || e.deleting()
             || self.vocab.is_completion_aware_clique(&e.object)
-            || crate::vocab::condition_status(&e.object, breached) != Some("True")
         {
             return;
         }
-        if let Some(key) = self
+        let Some(key) = self
             .replicas_of(&e.object, Kind::PodClique)
             .first()
             .cloned()
+        else {
+            return;
+        };
+        let now_true = crate::vocab::condition_status(&e.object, breached) == Some("True");
+        let track = self.replicas.entry(key).or_default();
+        if now_true {
+            track.breached_at = Some((idx, e.uid.clone()));
+        } else if track
+            .breached_at
+            .as_ref()
+            .is_some_and(|(_, uid)| *uid == e.uid)
         {
-            self.replicas.entry(key).or_default().breached_at = Some(idx);
+            track.breached_at = None;
         }
     }
 
@@ -506,12 +523,15 @@ impl Monitor {
         {
             self.by_name.insert((e.kind, e.name.clone()), e.uid.clone());
         }
+        // Every pod of a clique, by index label (pods without one under ""), so E3 can also
+        // count them.
         if e.kind == Kind::Pod
             && let Some(owner) = self.owner(&e.object, Kind::PodClique)
-            && let Some(index) = self
-                .label(&e.object, Term::LabelPodIndex)
-                .map(str::to_owned)
         {
+            let index = self
+                .label(&e.object, Term::LabelPodIndex)
+                .unwrap_or_default()
+                .to_owned();
             let seen = self
                 .pod_indices
                 .entry(owner)
@@ -526,9 +546,35 @@ impl Monitor {
     }
 }
 
+/// The replica index in a B1 name: `name` is `<parent>-<index>-<rest>`.
+fn index_after(name: &str, parent: &str) -> Option<u32> {
+    let (index, rest) = name
+        .strip_prefix(parent)?
+        .strip_prefix('-')?
+        .split_once('-')?;
+    if rest.is_empty() || index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    index.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::checks::CHECKS;
+    use super::index_after;
+
+    #[test]
+    fn replica_indices_are_read_from_b1_names() {
+        assert_eq!(index_after("job-0-trainer", "job"), Some(0));
+        assert_eq!(
+            index_after("job-12-trainer-3-worker", "job-12-trainer"),
+            Some(3)
+        );
+        assert_eq!(index_after("job-x-trainer", "job"), None);
+        assert_eq!(index_after("job-0", "job"), None);
+        assert_eq!(index_after("jobs-0-trainer", "job"), None);
+        assert_eq!(index_after("job-0-", "job"), None);
+    }
 
     /// The clause table of the module doc lists the clauses of [`CHECKS`], in its order.
     #[test]

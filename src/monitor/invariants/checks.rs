@@ -201,8 +201,10 @@ impl Monitor {
         }
     }
 
-    /// E3: the implementation creates no pod for an index that already had a pod in the same
-    /// completion-aware PodClique (same UID: same attempt).
+    /// E3: the implementation creates no replacement pod in a completion-aware PodClique (same
+    /// UID: same attempt): no pod for an index that already had one, and none beyond the first
+    /// attempt's pods (an index outside `0..replicas`, or more pods than `replicas` in all,
+    /// whatever their labels say).
     fn replacement_pod(&mut self, idx: usize, e: &Entry, prev: Option<&Obj>) {
         if e.kind != Kind::Pod || !created_by_implementation(e, prev) {
             return;
@@ -217,35 +219,62 @@ impl Monitor {
             return;
         }
         let clique_name = clique.name.clone();
-        let Some(index) = self
+        let replicas = clique
+            .object
+            .pointer("/spec/replicas")
+            .and_then(Value::as_u64);
+        let index = self
             .label(&e.object, Term::LabelPodIndex)
-            .map(str::to_owned)
-        else {
-            return;
-        };
-        let earlier = self
-            .pod_indices
-            .get(&owner)
-            .and_then(|m| m.get(&index))
+            .map(str::to_owned);
+        let seen = self.pod_indices.get(&owner);
+        let earlier = index
+            .as_ref()
+            .and_then(|i| seen.and_then(|m| m.get(i)))
             .cloned()
             .unwrap_or_default();
-        if earlier.is_empty() {
+        if !earlier.is_empty() {
+            // The earlier pods' creation, deletion start and last entries.
+            let mut evidence = earlier.clone();
+            for i in earlier {
+                if let Some(o) = self.objs.get(&self.timeline[i].uid) {
+                    evidence.push(o.last);
+                    evidence.extend(o.deleting);
+                }
+            }
+            evidence.push(idx);
+            self.violate(
+                "E3",
+                format!(
+                    "replacement pod {} created for index {} of completion-aware PodClique {clique_name}",
+                    e.name,
+                    index.unwrap_or_default()
+                ),
+                evidence,
+            );
             return;
         }
-        // The earlier pods' creation, deletion start and last entries.
-        let mut evidence = earlier.clone();
-        for i in earlier {
-            if let Some(o) = self.objs.get(&self.timeline[i].uid) {
-                evidence.push(o.last);
-                evidence.extend(o.deleting);
-            }
+        let Some(replicas) = replicas else {
+            return;
+        };
+        let before: Vec<usize> = seen
+            .map(|m| m.values().flatten().copied().collect())
+            .unwrap_or_default();
+        let in_range = index
+            .as_deref()
+            .and_then(|i| i.parse::<u64>().ok())
+            .is_some_and(|i| i < replicas);
+        if in_range && (before.len() as u64) < replicas {
+            return;
         }
+        let mut evidence = before;
         evidence.push(idx);
         self.violate(
             "E3",
             format!(
-                "replacement pod {} created for index {index} of completion-aware PodClique {clique_name}",
-                e.name
+                "pod {} (index {}) created in completion-aware PodClique {clique_name} beyond its first attempt's {replicas} pods (indices 0..{replicas}; {} created before)",
+                e.name,
+                index.as_deref().unwrap_or("none"),
+                evidence.len() - 1
             ),
             evidence,
         );

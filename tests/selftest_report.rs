@@ -61,6 +61,7 @@ fn results() -> RunResults {
                     "#0    rv 101      harness ADDED    PodCliqueSet job [00000001]\n#1    rv 102      impl    MODIFIED PodCliqueScalingGroup job-0-trainer [00000002] replicaRestartCounts=[1]\n"
                         .into(),
                 ),
+                broken: Vec::new(),
             }),
             20_450,
         )),
@@ -308,6 +309,7 @@ fn junit_follows_the_schema_ci_systems_read() {
             message: r#"rejected with "403" & <denied> ]]> end"#.into(),
             diff: None,
             timeline: Some("#0 ]]> still text".into()),
+            broken: Vec::new(),
         }),
         5,
     ));

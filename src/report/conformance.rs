@@ -101,6 +101,38 @@ impl Serialize for Profile {
     }
 }
 
+/// What a case's `outcome` counts for clause `clause` (which the case cites or not), if
+/// anything. A failure that names the clauses it broke (an invariant violation) is charged
+/// to those, cited or not; for the others the case cites it stopped before they were judged,
+/// so it counts as skipped there.
+///
+/// | failure names its broken clauses | clause among them | cited | counts as |
+/// |---|---|---|---|
+/// | no (or not a failure) | - | yes | the outcome |
+/// | no (or not a failure) | - | no | nothing |
+/// | yes | yes | - | fail |
+/// | yes | no | yes | skipped |
+/// | yes | no | no | nothing |
+fn charged(outcome: &Outcome, cited: bool, clause: &str) -> Option<Outcome> {
+    match outcome {
+        Outcome::Fail(f) if !f.broken.is_empty() => {
+            if f.broken.iter().any(|b| b == clause) {
+                Some(outcome.clone())
+            } else if cited {
+                Some(Outcome::Skip {
+                    reason: format!(
+                        "not judged: the case stopped on a violation of {}",
+                        f.broken.join(", ")
+                    ),
+                })
+            } else {
+                None
+            }
+        }
+        _ => cited.then(|| outcome.clone()),
+    }
+}
+
 impl ConformanceReport {
     /// Aggregates `results` per profile and clause.
     pub fn new(
@@ -129,11 +161,13 @@ impl ConformanceReport {
                 let mut cases = Tally::default();
                 let mut not_passed = Vec::new();
                 for r in results.sorted() {
-                    if r.clauses.iter().any(|id| id == c.id) {
-                        cases.add(&r.outcome);
-                        if !matches!(r.outcome, Outcome::Pass | Outcome::NotApplicable { .. }) {
-                            not_passed.push(r.case.clone());
-                        }
+                    let cited = r.clauses.iter().any(|id| id == c.id);
+                    let Some(outcome) = charged(&r.outcome, cited, c.id) else {
+                        continue;
+                    };
+                    cases.add(&outcome);
+                    if !matches!(outcome, Outcome::Pass | Outcome::NotApplicable { .. }) {
+                        not_passed.push(r.case.clone());
                     }
                 }
                 // Cases not applicable in the revision are left out; a clause all of whose
@@ -244,5 +278,66 @@ impl ConformanceReport {
             );
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::report::event::{CaseResult, Failure};
+
+    fn result(case: &str, clauses: &[&str], outcome: Outcome) -> CaseResult {
+        CaseResult {
+            case: case.into(),
+            area: "a".into(),
+            clauses: clauses.iter().map(|c| c.to_string()).collect(),
+            profile: Profile::Core,
+            outcome,
+            duration: Duration::ZERO,
+        }
+    }
+
+    fn verdict<'a>(report: &'a ConformanceReport, clause: &str) -> &'a ClauseVerdict {
+        report.clauses.iter().find(|c| c.clause == clause).unwrap()
+    }
+
+    #[test]
+    fn an_invariant_violation_is_charged_to_the_clause_broken_not_to_every_clause_cited() {
+        let violation = Outcome::Fail(Failure {
+            message: "invariant violated: O1: ...".into(),
+            broken: vec!["O1".into()],
+            ..Failure::default()
+        });
+        let expectation = Outcome::Fail(Failure {
+            message: "not true within 30s".into(),
+            ..Failure::default()
+        });
+        let results = RunResults {
+            cases: vec![
+                result("stopped-early", &["E8", "R3"], violation),
+                result("fine", &["E8"], Outcome::Pass),
+                result("wrong-count", &["R6"], expectation),
+            ],
+            duration: Duration::ZERO,
+        };
+        let implementation = Implementation {
+            name: "x".into(),
+            version: "1".into(),
+        };
+        let report =
+            ConformanceReport::new(implementation, Revision::default(), "2026-12-01", &results);
+        let o1 = verdict(&report, "O1");
+        assert_eq!((o1.verdict, o1.cases.fail), ("fail", 1));
+        assert_eq!(o1.not_passed, vec!["stopped-early".to_string()]);
+        let e8 = verdict(&report, "E8");
+        assert_eq!(
+            (e8.verdict, e8.cases.pass, e8.cases.skip),
+            ("partial", 1, 1)
+        );
+        assert_eq!(verdict(&report, "R3").verdict, "skip");
+        // A failed expectation still counts against every clause its case cites.
+        assert_eq!(verdict(&report, "R6").verdict, "fail");
     }
 }

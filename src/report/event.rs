@@ -52,6 +52,9 @@ pub struct Failure {
     pub diff: Option<String>,
     /// The case's timeline (or the slice proving a monitor violation), rendered.
     pub timeline: Option<String>,
+    /// The clauses the failure shows broken, when it names them exactly (an invariant the
+    /// monitor found violated). Empty: the failure is charged to every clause the case cites.
+    pub broken: Vec<String>,
 }
 
 /// One event of a run, in the order it happens.

@@ -59,6 +59,7 @@ impl CaseRun<'_> {
                 message: format!("{what}: {}", eval.failures.join("; ")),
                 diff: Some(eval.diff()),
                 timeline: None,
+                broken: Vec::new(),
             })
         };
         if let Some(within) = within {

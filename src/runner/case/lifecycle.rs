@@ -150,11 +150,20 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
             message: format!("the case did not finish within its timeout of {timeout:?}"),
             diff: None,
             timeline: None,
+            broken: Vec::new(),
         }),
     };
-    // Whatever the steps said, the monitor has the last word on safety.
+    // Whatever the steps said, the monitor has the last word on safety, unless the timeline
+    // cannot be judged at all.
     let timeline = ctx.observer.settle().await;
     let mut outcome = with_monitor_verdict(outcome, &ctx.observer.violations(), timeline);
+    if let Some(why) = ctx.observer.unjudgeable()
+        && matches!(outcome, Outcome::Pass | Outcome::Fail(_))
+    {
+        outcome = Outcome::Error {
+            message: format!("the case cannot be judged: {why}"),
+        };
+    }
     for trigger in ctx.triggers.drain(..) {
         trigger.abort();
     }
@@ -211,6 +220,14 @@ fn with_monitor_verdict(
             .map(|v| v.render())
             .collect::<Vec<_>>()
             .join("\n\n");
+        let mut broken: Vec<String> = Vec::new();
+        for v in violations {
+            for clause in v.clause.split('/') {
+                if !broken.iter().any(|b| b == clause) {
+                    broken.push(clause.to_owned());
+                }
+            }
+        }
         let previous = match outcome {
             Outcome::Fail(f) => format!("\n(also: {})", f.message),
             _ => String::new(),
@@ -219,6 +236,7 @@ fn with_monitor_verdict(
             message: format!("invariant violated: {message}{previous}"),
             diff: None,
             timeline: Some(slices),
+            broken,
         });
     }
     if let Outcome::Fail(f) = &mut outcome

@@ -49,6 +49,7 @@ pub(super) fn fail(message: impl Into<String>) -> StepError {
         message: message.into(),
         diff: None,
         timeline: None,
+        broken: Vec::new(),
     })
 }
 

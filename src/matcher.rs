@@ -22,9 +22,9 @@ use serde_json::{Map, Value, json};
 
 use crate::catalog::{
     ConditionExpectation, ConditionMatch, ConditionStatus, EventExpectation, Expectation,
-    ObjectExpectation, ObjectState, PodCount, PodFilter, Subject,
+    ObjectExpectation, ObjectRef, ObjectState, PodCount, PodFilter, Subject,
 };
-use crate::snapshot::{Snapshot, event_type, is_deleting};
+use crate::snapshot::{Snapshot, controller_ref, controller_ref_is, event_type, is_deleting, uid};
 use crate::vocab::{Category, Kind, Term, TerminalSignal, Vocabulary, condition};
 
 /// Metadata fields the API server fills in; never part of a judgement.
@@ -247,20 +247,22 @@ impl Aspect {
 pub fn match_object(
     exp: &ObjectExpectation,
     observed: Option<&Value>,
+    owner: Option<&Value>,
     vocab: &Vocabulary,
 ) -> ObjectMatch {
     let subject = exp.subject.to_string();
     let observed = observed
         .filter(|o| !is_deleting(o))
         .map(strip_server_fields);
-    let (conditions, labels, spec, status) = match &exp.state {
+    let (conditions, labels, spec, status, owner_ref) = match &exp.state {
         ObjectState::Absent => return match_absent(&subject, observed.as_ref()),
         ObjectState::Present {
             conditions,
             labels,
             spec,
             status,
-        } => (conditions, labels, spec, status),
+            owner: owner_ref,
+        } => (conditions, labels, spec, status, owner_ref),
     };
     let Some(observed) = observed else {
         return ObjectMatch::new(
@@ -272,6 +274,12 @@ pub fn match_object(
     let mut judged = Aspect::empty();
     if !labels.is_empty() {
         judged.nest("metadata", match_labels(&subject, labels, &observed, vocab));
+    }
+    if let Some(owner_ref) = owner_ref {
+        judged.nest(
+            "controller",
+            match_owner(&subject, owner_ref, owner, &observed),
+        );
     }
     if let Some(spec) = spec {
         judged.nest("spec", match_spec(&subject, spec, &observed, vocab));
@@ -298,6 +306,38 @@ pub fn match_object(
         judged.observed = json!({"exists": true});
     }
     ObjectMatch::new(judged.failures, judged.expected, judged.observed)
+}
+
+/// `owner: {kind, name}`: the object's controller ownerReference names that object as it is
+/// now (`owner_now`: the owner in the snapshot, `None` when it does not exist); views of the
+/// controller reference.
+fn match_owner(
+    subject: &str,
+    owner_ref: &ObjectRef,
+    owner_now: Option<&Value>,
+    observed: &Value,
+) -> Aspect {
+    let want_uid = owner_now.and_then(uid).unwrap_or("(owner absent)");
+    let expected =
+        json!({"kind": owner_ref.kind.as_str(), "name": owner_ref.name, "uid": want_uid});
+    let have = controller_ref(observed);
+    let observed_view = have.map_or(
+        json!("none"),
+        |r| json!({"kind": r.get("kind"), "name": r.get("name"), "uid": r.get("uid")}),
+    );
+    let ok = owner_now.is_some_and(|o| controller_ref_is(observed, owner_ref, o));
+    let failures = if ok {
+        Vec::new()
+    } else {
+        vec![format!(
+            "{subject}: expected its controller owner to be {owner_ref} (uid {want_uid})"
+        )]
+    };
+    Aspect {
+        failures,
+        expected,
+        observed: observed_view,
+    }
 }
 
 /// `absent: true`: the object must not exist (or be being deleted).
@@ -563,6 +603,7 @@ fn describe_count(count: &PodCount) -> String {
         PodFilter::Active => "active pods".to_owned(),
         PodFilter::Terminal => "terminal pods".to_owned(),
         PodFilter::Ready => "ready pods".to_owned(),
+        PodFilter::Owned => "pods controlled by their PodClique".to_owned(),
     };
     format!("{what} of {}", count.scope).replace("of pods of", "of")
 }
@@ -605,7 +646,13 @@ pub fn evaluate(
         let mut o = Map::new();
         for oe in &exp.objects {
             let found = snapshot.subject(&oe.subject, vocab);
-            let judged = match_object(oe, found, vocab);
+            let owner = match &oe.state {
+                ObjectState::Present {
+                    owner: Some(owner), ..
+                } => snapshot.object(owner),
+                _ => None,
+            };
+            let judged = match_object(oe, found, owner, vocab);
             failures.extend(judged.failures);
             e.insert(oe.subject.to_string(), judged.expected);
             o.insert(oe.subject.to_string(), judged.observed);

@@ -157,9 +157,29 @@ impl Snapshot {
                 PodFilter::Active => pod_is_active(p),
                 PodFilter::Terminal => pod_is_terminal(p),
                 PodFilter::Ready => pod_is_ready(p),
+                PodFilter::Owned => self.controlled_by_its_clique(p, vocab),
             })
             .count();
         u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// Whether `pod`'s controller ownerReference is the PodClique its clique label names, as
+    /// that PodClique is now (same UID).
+    fn controlled_by_its_clique(&self, pod: &Value, vocab: &Vocabulary) -> bool {
+        let clique_label = vocab.name(Term::LabelPodClique).unwrap_or_default();
+        let Some(clique) = pod
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(clique_label))
+            .and_then(Value::as_str)
+        else {
+            return false;
+        };
+        let owner = ObjectRef {
+            kind: Kind::PodClique,
+            name: clique.to_owned(),
+        };
+        self.object(&owner)
+            .is_some_and(|o| controller_ref_is(pod, &owner, o))
     }
 
     /// How often the events an expectation describes occurred (summing Event `count`, or
@@ -410,4 +430,24 @@ mod tests {
             4
         );
     }
+}
+
+/// The controller ownerReference of `object` (`controller: true`), if it has one.
+pub fn controller_ref(object: &Value) -> Option<&Value> {
+    object
+        .pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+}
+
+/// Whether the controller ownerReference of `object` names `owner` (kind and name) with the
+/// UID of `owner_object`, the owner as it is now.
+pub fn controller_ref_is(object: &Value, owner: &ObjectRef, owner_object: &Value) -> bool {
+    let Some(r) = controller_ref(object) else {
+        return false;
+    };
+    r.get("kind").and_then(Value::as_str) == Some(owner.kind.as_str())
+        && r.get("name").and_then(Value::as_str) == Some(owner.name.as_str())
+        && uid(owner_object).is_some_and(|u| r.get("uid").and_then(Value::as_str) == Some(u))
 }

@@ -287,7 +287,7 @@ fn one_object_is_judged_aspect_by_aspect() {
     let s = snapshot();
     let judge = |i: usize| {
         let oe = &e.objects[i];
-        matcher::match_object(oe, s.subject(&oe.subject, &vocab), &vocab)
+        matcher::match_object(oe, s.subject(&oe.subject, &vocab), None, &vocab)
     };
 
     let worker = judge(0);
@@ -343,4 +343,57 @@ fn one_object_is_judged_aspect_by_aspect() {
         (exists.expected, exists.observed),
         (json!({"exists": true}), json!({"exists": true}))
     );
+}
+
+#[test]
+fn owners_are_judged_by_controller_reference_kind_name_and_current_uid() {
+    let mut s = snapshot();
+    let controller = |kind: &str, name: &str, uid: &str| json!([{"apiVersion": "grove.io/v1alpha1", "kind": kind, "name": name, "uid": uid, "controller": true}]);
+    // The clique is controlled by the set; pods 0-5 by the clique, 6 by a clique of the same
+    // name that no longer exists (an older UID), 7 by nothing.
+    let mut clique = s
+        .object(&catalog::ObjectRef {
+            kind: Kind::PodClique,
+            name: "job-0-worker".into(),
+        })
+        .unwrap()
+        .clone();
+    clique["metadata"]["ownerReferences"] = controller("PodCliqueSet", "job", "pcs-1");
+    s.insert(clique);
+    for i in 0..8 {
+        let mut p = pod("job-0-worker", i, "Succeeded", false);
+        match i {
+            0..=5 => {
+                p["metadata"]["ownerReferences"] = controller("PodClique", "job-0-worker", "pclq-2")
+            }
+            6 => {
+                p["metadata"]["ownerReferences"] =
+                    controller("PodClique", "job-0-worker", "pclq-old")
+            }
+            _ => {}
+        }
+        s.insert(p);
+    }
+    let vocab = Vocabulary::default();
+    let no_uids = (BTreeMap::new(), BTreeMap::new());
+    let judge =
+        |body: &str| matcher::evaluate(&expectation(body), &s, &no_uids.0, &no_uids.1, &vocab);
+
+    let ok = judge(
+        "      within: 1s\n      objects:\n        - {kind: PodClique, name: job-0-worker, owner: {kind: PodCliqueSet, name: job}}\n      pods:\n        - {clique: job-0-worker, owned: 6}\n",
+    );
+    assert!(ok.ok, "{:?}", ok.failures);
+
+    let wrong = judge(
+        "      within: 1s\n      objects:\n        - {kind: PodClique, name: job-0-worker, owner: {kind: PodCliqueScalingGroup, name: job-0-trainer}}\n      pods:\n        - {clique: job-0-worker, owned: 8}\n",
+    );
+    assert_eq!(
+        wrong.failures,
+        [
+            "PodClique job-0-worker: expected its controller owner to be PodCliqueScalingGroup job-0-trainer (uid (owner absent))",
+            "pods controlled by their PodClique of PodClique job-0-worker: expected 8, observed 6",
+        ]
+    );
+    let diff = wrong.diff();
+    assert!(diff.contains("PodCliqueSet"), "{diff}");
 }

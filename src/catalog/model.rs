@@ -518,6 +518,9 @@ pub enum ObjectState {
         spec: Option<Value>,
         /// A subset the observed `status` must contain (conditions excluded: use `conditions`).
         status: Option<Value>,
+        /// `owner: {kind, name}`: its controller ownerReference points at that object, by
+        /// kind, name and current UID (B3).
+        owner: Option<ObjectRef>,
     },
 }
 
@@ -601,6 +604,9 @@ pub enum PodFilter {
     Terminal,
     /// `ready:` Ready condition True and not being deleted.
     Ready,
+    /// `owned:` controlled (B3) by the PodClique its `grove.io/podclique` label names: a
+    /// controller ownerReference with that PodClique's kind, name and current UID.
+    Owned,
 }
 
 /// `pods:` entry: exactly `count` pods of `scope` pass `filter`.

@@ -131,6 +131,7 @@ impl Parser<'_> {
                 "labels",
                 "spec",
                 "status",
+                "owner",
             ],
         )?;
         let subject = if let Some(p) = f.get("pod") {
@@ -161,7 +162,7 @@ impl Parser<'_> {
             if let Some((k, _)) = f.entries.iter().find(|(k, _)| {
                 matches!(
                     k.as_str(),
-                    Some("conditions" | "labels" | "spec" | "status")
+                    Some("conditions" | "labels" | "spec" | "status" | "owner")
                 )
             }) {
                 self.error(
@@ -197,6 +198,14 @@ impl Parser<'_> {
             }
             Some(v)
         });
+        let owner = match f.get("owner") {
+            Some(n) => {
+                let path = f.child("owner");
+                let owner = self.fields(n, &path, &["kind", "name"]);
+                Some(owner.and_then(|o| self.object_ref(&o, false))?)
+            }
+            None => None,
+        };
         Some(ObjectExpectation {
             subject: subject?,
             state: ObjectState::Present {
@@ -204,6 +213,7 @@ impl Parser<'_> {
                 labels,
                 spec,
                 status,
+                owner,
             },
         })
     }
@@ -235,11 +245,11 @@ impl Parser<'_> {
             node,
             path,
             &[
-                "pod", "clique", "pcs", "phase", "count", "active", "terminal", "ready",
+                "pod", "clique", "pcs", "phase", "count", "active", "terminal", "ready", "owned",
             ],
         )?;
         let scope = self.pod_selector(&f, true);
-        let counters: Vec<&str> = ["count", "active", "terminal", "ready"]
+        let counters: Vec<&str> = ["count", "active", "terminal", "ready", "owned"]
             .into_iter()
             .filter(|k| f.has(k))
             .collect();
@@ -247,7 +257,7 @@ impl Parser<'_> {
             self.error(
                 f.pos,
                 path,
-                "expected exactly one of `count` (with optional `phase`), `active`, `terminal`, `ready`",
+                "expected exactly one of `count` (with optional `phase`), `active`, `terminal`, `ready`, `owned`",
             );
             return None;
         }
@@ -263,6 +273,7 @@ impl Parser<'_> {
             "active" => Some(PodFilter::Active),
             "terminal" => Some(PodFilter::Terminal),
             "ready" => Some(PodFilter::Ready),
+            "owned" => Some(PodFilter::Owned),
             _ => match f.get("phase") {
                 None => Some(PodFilter::All),
                 Some(n) => {

@@ -10,6 +10,8 @@
 //! - [`catalog`]: the case language (parsing, diagnostics, lint, coverage).
 //! - [`matcher`] and [`diff`]: judging observed objects against expectations.
 //! - [`monitor`]: the always-on invariant monitor over a case's timeline.
+//! - [`proxy`]: the fault-injecting Kubernetes API proxy implementations reach the apiserver
+//!   through (request log, injected statuses and delays, hooks pinned to a request).
 //! - [`report`]: console summary, JUnit XML and the conformance report.
 //! - [`runner`]: runs cases against a target and an implementation.
 
@@ -20,6 +22,7 @@ pub mod embedded;
 pub mod kubelet;
 pub mod matcher;
 pub mod monitor;
+pub mod proxy;
 pub mod report;
 pub mod runner;
 pub mod vocab;

@@ -12,6 +12,8 @@
 //!   UIDs).
 //! - [`matcher`] and [`diff`]: judging observed objects against expectations.
 //! - [`monitor`]: the always-on invariant monitor over a case's timeline.
+//! - [`proxy`]: the fault-injecting Kubernetes API proxy implementations reach the apiserver
+//!   through (request log, injected statuses and delays, hooks pinned to a request).
 //! - [`report`]: console summary, JUnit XML and the conformance report.
 //! - [`runner`]: runs cases against a target and an implementation.
 
@@ -22,6 +24,7 @@ pub mod embedded;
 pub mod kubelet;
 pub mod matcher;
 pub mod monitor;
+pub mod proxy;
 pub mod report;
 pub mod runner;
 pub mod snapshot;

@@ -1,0 +1,185 @@
+//! The proxy's journal: every request in arrival order with its answer, the rules in force,
+//! and the rules that fired. One lock guards it all, so sequence numbers and rule counts
+//! follow the same order.
+
+use std::time::{Duration, SystemTime};
+
+use super::faults::{AppliedFault, Decision, FaultAction, Fired, RuleSet};
+use super::request::RequestInfo;
+
+/// One request as the proxy saw it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RecordedRequest {
+    /// Its number, from 1, in arrival order (never reused, even after clearing the log).
+    pub seq: u64,
+    /// When it arrived.
+    pub at: SystemTime,
+    /// What it was about.
+    pub request: RequestInfo,
+    /// The status the client received; `None` while it waits, when a hook dropped the
+    /// connection, or when the client went away first.
+    pub status: Option<u16>,
+    /// From arrival to the response headers (or to the dropped connection); `None` while it
+    /// waits or when the client went away first.
+    pub duration: Option<Duration>,
+    /// The rules that applied to it, in rule order.
+    pub faults: Vec<AppliedFault>,
+}
+
+/// Requests, rules and firings.
+#[derive(Debug, Default)]
+pub(crate) struct Journal {
+    next_seq: u64,
+    requests: Vec<RecordedRequest>,
+    fired: Vec<Fired>,
+    /// The fault rules in force.
+    pub rules: RuleSet,
+}
+
+impl Journal {
+    /// Numbers and records an arriving request and decides its faults (none when
+    /// `faults_apply` is false: it is not counted against the rules either). Statuses and
+    /// delays fire here; hooks fire when their callback is called ([`Journal::fire`]).
+    pub fn arrive(&mut self, request: RequestInfo, faults_apply: bool) -> (u64, Decision) {
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        let decision = if faults_apply {
+            self.rules.decide(&request)
+        } else {
+            Decision::default()
+        };
+        for applied in &decision.applied {
+            if !matches!(applied.action, FaultAction::Hook { .. }) {
+                self.fired.push(Fired {
+                    rule: applied.rule,
+                    action: applied.action.clone(),
+                    seq,
+                    request: request.clone(),
+                    upstream_status: None,
+                });
+            }
+        }
+        self.requests.push(RecordedRequest {
+            seq,
+            at: SystemTime::now(),
+            request,
+            status: None,
+            duration: None,
+            faults: decision.applied.clone(),
+        });
+        (seq, decision)
+    }
+
+    /// Records how request `seq` ended (unless the log was cleared since).
+    pub fn answered(&mut self, seq: u64, status: Option<u16>, duration: Duration) {
+        // Requests are pushed in seq order, so the log stays sorted by seq.
+        if let Ok(index) = self.requests.binary_search_by_key(&seq, |r| r.seq) {
+            let record = &mut self.requests[index];
+            record.status = status;
+            record.duration = Some(duration);
+        }
+    }
+
+    /// Records a firing.
+    pub fn fire(&mut self, fired: Fired) {
+        self.fired.push(fired);
+    }
+
+    /// The requests so far.
+    pub fn requests(&self) -> &[RecordedRequest] {
+        &self.requests
+    }
+
+    /// The firings so far.
+    pub fn fired(&self) -> &[Fired] {
+        &self.fired
+    }
+
+    /// Forgets the requests and firings (sequence numbers go on; rules and counts stay).
+    pub fn clear(&mut self) {
+        self.requests.clear();
+        self.fired.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::faults::{FaultRule, HookPosition};
+    use super::super::request::RequestMatch;
+    use super::*;
+
+    fn create() -> RequestInfo {
+        RequestInfo::parse("POST", "/api/v1/namespaces/ns/configmaps", "")
+    }
+
+    #[test]
+    fn requests_are_numbered_in_order_and_answers_land_on_theirs() {
+        let mut journal = Journal::default();
+        let (first, _) = journal.arrive(create(), true);
+        let (second, _) = journal.arrive(create(), true);
+        assert_eq!((first, second), (1, 2));
+        journal.answered(second, Some(201), Duration::from_millis(3));
+        let requests = journal.requests();
+        assert_eq!(requests[0].status, None);
+        assert_eq!(requests[0].duration, None);
+        assert_eq!(requests[1].status, Some(201));
+        assert_eq!(requests[1].duration, Some(Duration::from_millis(3)));
+    }
+
+    #[test]
+    fn clearing_keeps_the_numbering() {
+        let mut journal = Journal::default();
+        let (first, _) = journal.arrive(create(), true);
+        journal.clear();
+        journal.answered(first, Some(201), Duration::ZERO);
+        assert!(journal.requests().is_empty());
+        let (next, _) = journal.arrive(create(), true);
+        assert_eq!(next, 2);
+        assert_eq!(journal.requests().len(), 1);
+    }
+
+    #[test]
+    fn statuses_fire_on_arrival_and_hooks_do_not() {
+        let mut journal = Journal::default();
+        journal.rules.set(vec![
+            FaultRule::new(
+                RequestMatch::any(),
+                FaultAction::Status {
+                    code: 409,
+                    times: Some(1),
+                },
+            ),
+            FaultRule::new(
+                RequestMatch::any(),
+                FaultAction::Hook {
+                    position: HookPosition::Before,
+                },
+            )
+            .nth(2),
+        ]);
+        let (seq, decision) = journal.arrive(create(), true);
+        assert_eq!(decision.applied.len(), 1);
+        assert_eq!(journal.fired().len(), 1);
+        assert_eq!(journal.fired()[0].seq, seq);
+        assert_eq!(journal.requests()[0].faults, decision.applied);
+        let (_, decision) = journal.arrive(create(), true);
+        assert_eq!(decision.applied[0].rule, 1);
+        assert_eq!(journal.fired().len(), 1, "a hook fires when called");
+    }
+
+    #[test]
+    fn requests_outside_the_rules_are_not_counted() {
+        let mut journal = Journal::default();
+        journal.rules.set(vec![FaultRule::new(
+            RequestMatch::any(),
+            FaultAction::Status {
+                code: 500,
+                times: Some(1),
+            },
+        )]);
+        let (_, skipped) = journal.arrive(create(), false);
+        assert!(skipped.terminal.is_none());
+        let (_, counted) = journal.arrive(create(), true);
+        assert!(counted.terminal.is_some());
+    }
+}

@@ -1,0 +1,549 @@
+//! The API proxy in front of the embedded control plane: requests go through and are
+//! recorded, watches stream, injected statuses, delays and hooks do what they say.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use grove_conformance::cluster::client_for;
+use grove_conformance::embedded::{self, EmbeddedCluster};
+use grove_conformance::proxy::{
+    ApiProxy, FaultAction, FaultRule, Fired, HookPosition, RecordedRequest, RequestMatch, Verb,
+};
+use http_body_util::BodyExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+/// One test's world: the shared cluster, a proxy of its own in front of it, and a namespace.
+struct World {
+    proxy: ApiProxy,
+    /// A client going through the proxy.
+    proxied: Client,
+    /// A client going straight to the apiserver.
+    direct: Client,
+    ns: String,
+    _dir: tempfile::TempDir,
+}
+
+impl World {
+    fn proxied_cms(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.proxied.clone(), &self.ns)
+    }
+
+    fn direct_cms(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.direct.clone(), &self.ns)
+    }
+}
+
+/// Runs a test body against a fresh proxy in front of the shared cluster.
+fn with_proxy<F, Fut>(name: &str, body: F)
+where
+    F: FnOnce(World) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let env = embedded::shared(Vec::new);
+    let cluster: &'static EmbeddedCluster = match env.cluster() {
+        Ok(c) => c,
+        Err(reason) => panic!("the embedded cluster did not start:\n{reason}"),
+    };
+    let ns = format!("proxy-{name}");
+    env.block_on(async move {
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = ApiProxy::start(cluster.control_plane.kubeconfig_path(), dir.path())
+            .await
+            .unwrap();
+        let proxied = client_for(proxy.kubeconfig()).await.unwrap();
+        let direct = cluster.client();
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        Api::<Namespace>::all(direct.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap();
+        let world = World {
+            proxy,
+            proxied,
+            direct,
+            ns,
+            _dir: dir,
+        };
+        tokio::time::timeout(Duration::from_secs(60), body(world))
+            .await
+            .expect("test timed out");
+    });
+}
+
+fn cm(name: &str, value: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": value}})).unwrap()
+}
+
+fn value(cm: &ConfigMap) -> Option<&str> {
+    cm.data.as_ref()?.get("k").map(String::as_str)
+}
+
+fn merge(value: &str) -> Patch<serde_json::Value> {
+    Patch::Merge(json!({"data": {"k": value}}))
+}
+
+/// `verb resource name status` of each request, for comparing logs at a glance.
+fn summary(requests: &[RecordedRequest]) -> Vec<String> {
+    requests
+        .iter()
+        .map(|r| {
+            let status = r.status.map_or("dropped".to_string(), |s| s.to_string());
+            let name = if r.request.name.is_empty() {
+                "-"
+            } else {
+                &r.request.name
+            };
+            format!(
+                "{} {} {name} {status}",
+                r.request.verb,
+                r.request.group_resource()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn reads_writes_and_apply_go_through_and_are_recorded() {
+    with_proxy("crud", |w| async move {
+        let cms = w.proxied_cms();
+        let pp = PostParams::default();
+        cms.create(&pp, &cm("a", "1")).await.unwrap();
+        assert_eq!(value(&cms.get("a").await.unwrap()), Some("1"));
+        let names: Vec<String> = cms
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect();
+        assert!(names.contains(&"a".to_string()), "{names:?}");
+        cms.patch("a", &PatchParams::default(), &merge("2"))
+            .await
+            .unwrap();
+        let applied = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a"}, "data": {"k": "3", "applied": "yes"}
+        });
+        cms.patch(
+            "a",
+            &PatchParams::apply("proxy-test").force(),
+            &Patch::Apply(applied),
+        )
+        .await
+        .unwrap();
+        let seen = w.direct_cms().get("a").await.unwrap();
+        assert_eq!(value(&seen), Some("3"));
+        assert_eq!(seen.data.unwrap()["applied"], "yes");
+        let managers: Vec<String> = seen
+            .metadata
+            .managed_fields
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|m| m.manager)
+            .collect();
+        assert!(managers.contains(&"proxy-test".to_string()), "{managers:?}");
+        cms.delete("a", &DeleteParams::default()).await.unwrap();
+        assert!(w.direct_cms().get_opt("a").await.unwrap().is_none());
+
+        // A grouped resource and a cluster-scoped object.
+        Api::<Deployment>::namespaced(w.proxied.clone(), &w.ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap();
+        Api::<Namespace>::all(w.proxied.clone())
+            .get(&w.ns)
+            .await
+            .unwrap();
+
+        // Protobuf is negotiated end to end and binary bodies pass unchanged.
+        let request = http::Request::get(format!("/api/v1/namespaces/{}/configmaps", w.ns))
+            .header(http::header::ACCEPT, "application/vnd.kubernetes.protobuf")
+            .body(kube::client::Body::empty())
+            .unwrap();
+        let response = w.proxied.send(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response.headers()[http::header::CONTENT_TYPE],
+            "application/vnd.kubernetes.protobuf"
+        );
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert!(body.starts_with(b"k8s\0"), "{body:?}");
+
+        let log = w.proxy.requests();
+        assert_eq!(
+            summary(&log),
+            [
+                "create configmaps - 201",
+                "get configmaps a 200",
+                "list configmaps - 200",
+                "patch configmaps a 200",
+                "patch configmaps a 200",
+                "delete configmaps a 200",
+                "list apps/deployments - 200",
+                "get namespaces proxy-crud 200",
+                "list configmaps - 200",
+            ]
+        );
+        let seqs: Vec<u64> = log.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, (1..=9).collect::<Vec<u64>>());
+        assert!(
+            log.iter()
+                .all(|r| r.duration.is_some() && r.faults.is_empty())
+        );
+        assert!(log[..6].iter().all(|r| r.request.namespace == w.ns));
+        assert_eq!(log[6].request.group, "apps");
+        assert_eq!(
+            summary(&w.proxy.mutating_requests()),
+            [
+                "create configmaps - 201",
+                "patch configmaps a 200",
+                "patch configmaps a 200",
+                "delete configmaps a 200",
+            ]
+        );
+        w.proxy.clear_log();
+        assert!(w.proxy.requests().is_empty());
+        cms.get_opt("a").await.unwrap();
+        assert_eq!(w.proxy.requests()[0].seq, 10, "numbering goes on");
+        assert_eq!(w.proxy.requests()[0].status, Some(404));
+    });
+}
+
+/// The next ADDED object of a watch (bookmarks skipped), within `within`.
+async fn next_added<S>(events: &mut S, within: Duration) -> ConfigMap
+where
+    S: Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + Unpin,
+{
+    let wait = async {
+        loop {
+            match events.next().await {
+                Some(Ok(WatchEvent::Added(cm))) => return cm,
+                Some(Ok(WatchEvent::Bookmark(_))) => continue,
+                other => panic!("unexpected watch item {other:?}"),
+            }
+        }
+    };
+    tokio::time::timeout(within, wait)
+        .await
+        .expect("no event arrived in time")
+}
+
+#[test]
+fn watches_stream_event_by_event() {
+    with_proxy("watch", |w| async move {
+        let cms = w.proxied_cms();
+        // Only this test's objects: the controller manager adds `kube-root-ca.crt` to every
+        // new namespace whenever it gets to it.
+        let params = WatchParams::default()
+            .labels("proxy-test=watch")
+            .timeout(50);
+        let listed = cms.list(&ListParams::default()).await.unwrap();
+        let version = listed.metadata.resource_version.unwrap();
+        let mut events = cms.watch(&params, &version).await.unwrap().boxed();
+        for i in 0..3 {
+            let name = format!("w{i}");
+            let mut object = cm(&name, "1");
+            object
+                .labels_mut()
+                .insert("proxy-test".into(), "watch".into());
+            w.direct_cms()
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap();
+            let written = Instant::now();
+            let added = next_added(&mut events, Duration::from_secs(1)).await;
+            assert_eq!(added.name_any(), name);
+            assert!(written.elapsed() < Duration::from_secs(1));
+        }
+        // Still open: nothing but bookmarks, and no end.
+        let quiet = tokio::time::timeout(Duration::from_millis(300), async {
+            loop {
+                match events.next().await {
+                    Some(Ok(WatchEvent::Bookmark(_))) => continue,
+                    other => return other,
+                }
+            }
+        })
+        .await;
+        assert!(quiet.is_err(), "the watch yielded {quiet:?}");
+        let watch = w
+            .proxy
+            .requests()
+            .into_iter()
+            .find(|r| r.request.verb == Verb::Watch)
+            .expect("the watch is recorded");
+        assert_eq!(watch.request.resource, "configmaps");
+        assert_eq!(watch.status, Some(200), "recorded at its headers");
+    });
+}
+
+#[test]
+fn an_injected_conflict_fails_exactly_times_requests() {
+    with_proxy("conflict", |w| async move {
+        let cms = w.proxied_cms();
+        cms.create(&PostParams::default(), &cm("c", "0"))
+            .await
+            .unwrap();
+        let before = w.direct_cms().get("c").await.unwrap().resource_version();
+        w.proxy.set_rules(vec![FaultRule::new(
+            RequestMatch::any()
+                .verb(Verb::Patch)
+                .resource("configmaps")
+                .name("c*"),
+            FaultAction::Status {
+                code: 409,
+                times: Some(2),
+            },
+        )]);
+        // Not matched: passes and is not counted.
+        cms.get("c").await.unwrap();
+        for attempt in 1..=2 {
+            match cms.patch("c", &PatchParams::default(), &merge("x")).await {
+                Err(kube::Error::Api(status)) => {
+                    assert_eq!(status.code, 409, "attempt {attempt}");
+                    assert_eq!(status.reason, "Conflict");
+                    assert!(status.message.contains("injected"), "{}", status.message);
+                }
+                other => panic!("attempt {attempt}: expected a 409, got {other:?}"),
+            }
+        }
+        // Injected answers never reached the apiserver.
+        let unchanged = w.direct_cms().get("c").await.unwrap();
+        assert_eq!(unchanged.resource_version(), before);
+        let patched = cms
+            .patch("c", &PatchParams::default(), &merge("y"))
+            .await
+            .unwrap();
+        assert_eq!(value(&patched), Some("y"));
+
+        let fired = w.proxy.fired();
+        let fired_on: Vec<u64> = fired.iter().map(|f| f.seq).collect();
+        let log = w.proxy.requests();
+        let conflicts: Vec<u64> = log
+            .iter()
+            .filter(|r| r.status == Some(409))
+            .map(|r| r.seq)
+            .collect();
+        assert_eq!(fired_on, conflicts);
+        assert_eq!(conflicts.len(), 2);
+        assert!(fired.iter().all(|f| f.rule == 0 && f.request.name == "c"));
+        for record in log.iter().filter(|r| r.status == Some(409)) {
+            assert_eq!(record.faults.len(), 1);
+        }
+    });
+}
+
+#[test]
+fn delays_hold_requests_and_throttling_says_when_to_retry() {
+    with_proxy("delay", |w| async move {
+        let cms = w.proxied_cms();
+        cms.create(&PostParams::default(), &cm("d", "0"))
+            .await
+            .unwrap();
+        let get = RequestMatch::any().verb(Verb::Get).resource("configmaps");
+        w.proxy.set_rules(vec![FaultRule::new(
+            get.clone(),
+            FaultAction::Delay {
+                by: Duration::from_millis(400),
+                times: Some(1),
+            },
+        )]);
+        let started = Instant::now();
+        cms.get("d").await.unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(400));
+        let started = Instant::now();
+        cms.get("d").await.unwrap();
+        assert!(started.elapsed() < Duration::from_millis(400));
+
+        // kube clients retry a 429 after its Retry-After (1 s): the caller sees success.
+        w.proxy.clear_log();
+        w.proxy.set_rules(vec![FaultRule::new(
+            get,
+            FaultAction::Status {
+                code: 429,
+                times: Some(1),
+            },
+        )]);
+        let started = Instant::now();
+        cms.get("d").await.unwrap();
+        assert!(started.elapsed() >= Duration::from_secs(1));
+        assert_eq!(
+            summary(&w.proxy.requests()),
+            ["get configmaps d 429", "get configmaps d 200"]
+        );
+    });
+}
+
+/// A hook callback that reports each firing (with what `probe` saw at that moment) and takes
+/// a while, recording that it finished.
+fn reporting_hook<P, PF, T>(
+    proxy: &ApiProxy,
+    probe: P,
+) -> (mpsc::UnboundedReceiver<(Fired, T)>, Arc<AtomicBool>)
+where
+    P: Fn() -> PF + Send + Sync + 'static,
+    PF: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    let finished = Arc::new(AtomicBool::new(false));
+    let done = finished.clone();
+    let probe = Arc::new(probe);
+    proxy.set_hook(move |fired| {
+        let (tx, done, probe) = (tx.clone(), done.clone(), probe.clone());
+        async move {
+            let seen = probe().await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            done.store(true, Ordering::SeqCst);
+            tx.send((fired, seen)).unwrap();
+        }
+    });
+    (rx, finished)
+}
+
+#[test]
+fn a_before_hook_runs_its_callback_and_the_write_never_arrives() {
+    with_proxy("before", |w| async move {
+        let (mut fired, finished) = reporting_hook(&w.proxy, || async {});
+        w.proxy.set_rules(vec![FaultRule::new(
+            RequestMatch::any()
+                .verb(Verb::Create)
+                .resource("configmaps")
+                .namespace(&w.ns),
+            FaultAction::Hook {
+                position: HookPosition::Before,
+            },
+        )]);
+        let cms = w.proxied_cms();
+        let err = cms
+            .create(&PostParams::default(), &cm("held", "1"))
+            .await
+            .expect_err("the held create is dropped");
+        assert!(!matches!(err, kube::Error::Api(_)), "{err:?}");
+        assert!(
+            finished.load(Ordering::SeqCst),
+            "the client saw the drop before the callback finished"
+        );
+        let (fired, ()) = fired.try_recv().expect("the callback ran");
+        assert_eq!(fired.rule, 0);
+        assert_eq!(fired.request.verb, Verb::Create);
+        assert_eq!(fired.request.namespace, w.ns);
+        assert_eq!(fired.upstream_status, None);
+        assert!(w.direct_cms().get_opt("held").await.unwrap().is_none());
+
+        let log = w.proxy.requests();
+        let held = log.iter().find(|r| r.seq == fired.seq).unwrap();
+        assert_eq!(held.status, None);
+        assert_eq!(held.faults.len(), 1);
+        assert_eq!(w.proxy.fired(), std::slice::from_ref(&fired));
+        assert!(
+            fired
+                .to_string()
+                .ends_with(&format!("(request #{})", fired.seq))
+        );
+
+        // A hook fires once: the same create now goes through.
+        cms.create(&PostParams::default(), &cm("held", "1"))
+            .await
+            .unwrap();
+        assert!(w.direct_cms().get_opt("held").await.unwrap().is_some());
+        assert_eq!(w.proxy.fired().len(), 1);
+    });
+}
+
+#[test]
+fn an_after_hook_lets_the_write_persist_but_the_client_never_hears() {
+    with_proxy("after", |w| async move {
+        let direct = w.direct_cms();
+        let (mut fired, finished) = reporting_hook(&w.proxy, move || {
+            let direct = direct.clone();
+            async move { value(&direct.get("late").await.unwrap()).map(str::to_string) }
+        });
+        w.proxy.set_rules(vec![FaultRule::new(
+            RequestMatch::any()
+                .verb(Verb::Patch)
+                .resource("core/configmaps")
+                .name("la*"),
+            FaultAction::Hook {
+                position: HookPosition::After,
+            },
+        )]);
+        let cms = w.proxied_cms();
+        cms.create(&PostParams::default(), &cm("late", "1"))
+            .await
+            .unwrap();
+        let err = cms
+            .patch("late", &PatchParams::default(), &merge("2"))
+            .await
+            .expect_err("the answer is dropped");
+        assert!(!matches!(err, kube::Error::Api(_)), "{err:?}");
+        assert!(finished.load(Ordering::SeqCst));
+        let (fired, seen) = fired.try_recv().expect("the callback ran");
+        assert_eq!(seen.as_deref(), Some("2"), "persisted before the callback");
+        assert_eq!(fired.upstream_status, Some(200));
+        assert_eq!(fired.request.verb, Verb::Patch);
+        assert_eq!(fired.request.name, "late");
+        assert_eq!(value(&w.direct_cms().get("late").await.unwrap()), Some("2"));
+        assert_eq!(
+            summary(&w.proxy.mutating_requests()),
+            ["create configmaps - 201", "patch configmaps late dropped"]
+        );
+    });
+}
+
+#[test]
+fn upgrades_are_refused_with_a_clear_status() {
+    with_proxy("upgrade", |w| async move {
+        let request = http::Request::post(format!(
+            "/api/v1/namespaces/{}/pods/p/exec?command=ls",
+            w.ns
+        ))
+        .header(http::header::CONNECTION, "Upgrade")
+        .header(http::header::UPGRADE, "SPDY/3.1")
+        .body(Vec::new())
+        .unwrap();
+        match w.proxied.request_text(request).await {
+            Err(kube::Error::Api(status)) => {
+                assert_eq!(status.code, 501);
+                assert!(status.message.contains("upgrade"), "{}", status.message);
+            }
+            other => panic!("expected a 501, got {other:?}"),
+        }
+        let log = w.proxy.requests();
+        assert_eq!(log[0].request.subresource, "exec");
+        assert_eq!(log[0].status, Some(501));
+    });
+}
+
+#[test]
+fn shutdown_closes_watches_and_removes_the_kubeconfig() {
+    with_proxy("shutdown", |w| async move {
+        let cms = w.proxied_cms();
+        let mut events = cms
+            .watch(&WatchParams::default().timeout(50), "0")
+            .await
+            .unwrap()
+            .boxed();
+        let kubeconfig = w.proxy.kubeconfig().to_path_buf();
+        let addr = w.proxy.addr();
+        assert!(kubeconfig.exists());
+        w.proxy.shutdown().await;
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while let Some(Ok(_)) = events.next().await {}
+        })
+        .await
+        .expect("the watch ended");
+        assert!(!kubeconfig.exists());
+        assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    });
+}

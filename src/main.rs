@@ -98,6 +98,10 @@ struct RunArgs {
     /// Start no further case once one fails or errors (the rest are reported as skipped).
     #[arg(long)]
     fail_fast: bool,
+    /// Let the implementation reach the apiserver directly instead of through the harness's
+    /// API proxy (cases with `request:` crash pins are then skipped; for measuring the proxy).
+    #[arg(long)]
+    no_api_proxy: bool,
     /// Keep each case's namespace afterwards.
     #[arg(long)]
     keep_namespaces: bool,
@@ -485,6 +489,7 @@ fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -> RunSettin
         keep_namespaces: args.keep_namespaces,
         log_dir: args.out.join("logs"),
         fail_fast: args.fail_fast,
+        api_proxy: !args.no_api_proxy,
     }
 }
 

@@ -127,6 +127,8 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
     let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let result = env.runtime.block_on(async {
         let context = RunContext {
+            shared_proxy: None,
+            api_proxy: true,
             client: target.client.clone(),
             kubeconfig: target.kubeconfig.clone(),
             pods: target.pods.clone(),

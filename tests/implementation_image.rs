@@ -113,6 +113,7 @@ fn the_reference_operator_image_passes_cases_that_pause_and_crash_it() {
         keep_namespaces: false,
         log_dir: logs.path().to_path_buf(),
         fail_fast: false,
+        api_proxy: true,
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (results, version_log) = runtime.block_on(async {

@@ -611,3 +611,62 @@ fn each_kind_case_filter_of_ci_and_readme_selects_exactly_one_case() {
         }
     }
 }
+
+#[test]
+fn a_crash_pinned_to_a_request_parses_and_its_mistakes_are_named() {
+    let text = r#"
+name: pinned
+summary: Pins.
+clauses: [O3]
+profile: core
+fixture: all-ranks
+steps:
+  - controller: {action: crash, when: {request: {verb: delete, resource: podcliques, name: "job-*", nth: 2, at: after}}}
+  - controller: {action: crash, when: {request: {verb: patch, resource: podcliquesets, subresource: status}}}
+"#;
+    let case = catalog::parse_case_with_fixtures(Path::new("pinned.yaml"), text, &fixtures())
+        .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
+    let pins: Vec<String> = case
+        .steps
+        .iter()
+        .map(|s| match &s.kind {
+            StepKind::Controller(c) => match &c.when {
+                Some(Trigger::Request(pin)) => {
+                    assert_eq!(c.action, ControllerAction::Crash);
+                    pin.to_string()
+                }
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        pins,
+        [
+            "after the 2nd delete podcliques job-*",
+            "before the 1st patch podcliquesets/status",
+        ]
+    );
+
+    let bad = r#"name: bad-pins
+summary: Misused pins.
+clauses: [O3]
+profile: core
+fixture: all-ranks
+steps:
+  - controller: {action: crash, when: {request: {verb: remove, resource: pods}}}
+  - controller: {action: crash, when: {request: {verb: delete, nth: 0}}}
+  - controller: {action: crash, when: {request: {verb: delete, at: during}}}
+  - controller: {action: pause, when: {request: {verb: delete}}}
+  - controller: {action: crash, when: {request: {verb: delete, kind: Pod}}}
+"#;
+    let d = diagnostics("bad-pins", bad).join("\n");
+    assert!(d.contains("7:") && d.contains("unknown verb `remove`"), "{d}");
+    assert!(d.contains("8:") && d.contains("`nth` counts from 1"), "{d}");
+    assert!(d.contains("9:") && d.contains("unknown position `during`"), "{d}");
+    assert!(
+        d.contains("10:") && d.contains("a `request:` trigger pins a crash"),
+        "{d}"
+    );
+    assert!(d.contains("11:") && d.contains("kind"), "{d}");
+}

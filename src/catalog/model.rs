@@ -406,6 +406,53 @@ pub enum Trigger {
         /// The status it reaches.
         status: ConditionStatus,
     },
+    /// `request: {verb, resource, subresource, name, nth, at}`: the implementation's Nth
+    /// API request matching the pattern, held by the harness's API proxy: the crash lands just
+    /// before the request reaches the apiserver (`at: before`) or just after it was
+    /// persisted, before the answer is delivered (`at: after`).
+    Request(RequestPin),
+}
+
+/// A pinned point in the implementation's API traffic ([`Trigger::Request`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestPin {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
+    pub verb: Option<String>,
+    /// Plural resource (`pods`, `podcliques`, ...).
+    pub resource: Option<String>,
+    /// Subresource (`status`, `scale`, ...).
+    pub subresource: Option<String>,
+    /// Object name, a glob with `*`.
+    pub name: Option<String>,
+    /// Which matching request, counted from when the step ran (1 = the first).
+    pub nth: u32,
+    /// Crash after the apiserver answered (the write persisted) rather than before.
+    pub after: bool,
+}
+
+impl fmt::Display for RequestPin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nth = match self.nth {
+            1 => "1st".to_owned(),
+            2 => "2nd".to_owned(),
+            3 => "3rd".to_owned(),
+            n => format!("{n}th"),
+        };
+        write!(
+            f,
+            "{} the {nth} {} {}",
+            if self.after { "after" } else { "before" },
+            self.verb.as_deref().unwrap_or("request"),
+            self.resource.as_deref().unwrap_or("of any resource")
+        )?;
+        if let Some(s) = &self.subresource {
+            write!(f, "/{s}")?;
+        }
+        if let Some(n) = &self.name {
+            write!(f, " {n}")?;
+        }
+        Ok(())
+    }
 }
 
 /// What a [`Trigger::Deleted`] waits for.

@@ -93,6 +93,18 @@ pub struct ConformanceReport {
     pub profiles: Vec<ProfileVerdict>,
     /// One entry per clause of the spec, in spec order.
     pub clauses: Vec<ClauseVerdict>,
+    /// Where each case's pinned crashes landed (cases with none are left out).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub crash_points: Vec<CrashPoints>,
+}
+
+/// Where the pinned crashes of one case landed, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CrashPoints {
+    /// The case.
+    pub case: String,
+    /// One line per crash: before or after which request.
+    pub points: Vec<String>,
 }
 
 impl Serialize for Profile {
@@ -203,12 +215,22 @@ impl ConformanceReport {
                 }
             })
             .collect();
+        let crash_points = results
+            .sorted()
+            .into_iter()
+            .filter(|r| !r.crash_points.is_empty())
+            .map(|r| CrashPoints {
+                case: r.case.clone(),
+                points: r.crash_points.clone(),
+            })
+            .collect();
         ConformanceReport {
             implementation,
             revision: revision.id().to_owned(),
             date: date.to_owned(),
             profiles,
             clauses,
+            crash_points,
         }
     }
 
@@ -277,6 +299,14 @@ impl ConformanceReport {
                 c.not_passed.join(", ")
             );
         }
+        if !self.crash_points.is_empty() {
+            let _ = writeln!(out, "\n## Pinned crash points\n");
+            let _ = writeln!(out, "| case | where the crash landed |");
+            let _ = writeln!(out, "|---|---|");
+            for c in &self.crash_points {
+                let _ = writeln!(out, "| {} | {} |", c.case, c.points.join("; "));
+            }
+        }
         out
     }
 }
@@ -296,6 +326,7 @@ mod tests {
             profile: Profile::Core,
             outcome,
             duration: Duration::ZERO,
+            crash_points: Vec::new(),
         }
     }
 

@@ -78,6 +78,9 @@ impl<W: Write> ProgressLine<W> {
                     write!(self.out, "\r\x1b[2K")?;
                 }
                 writeln!(self.out, "[{}/{}] {line}", self.finished, self.total)?;
+                for point in &r.crash_points {
+                    writeln!(self.out, "        {point}")?;
+                }
                 self.out.flush()
             }
             RunEvent::RunFinished { .. } => {

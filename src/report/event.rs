@@ -103,6 +103,8 @@ pub struct CaseResult {
     pub outcome: Outcome,
     /// Wall time.
     pub duration: Duration,
+    /// Where each pinned crash landed (`crash before request #37: DELETE pods ...`), in order.
+    pub crash_points: Vec<String>,
 }
 
 /// Everything a run produced, folded from its events.

@@ -110,6 +110,9 @@ fn testcase(w: &mut Xml, r: &CaseResult) -> std::io::Result<()> {
         "property",
         &[("name", "profile"), ("value", r.profile.as_str())],
     )?;
+    for point in &r.crash_points {
+        empty(w, "property", &[("name", "crash-point"), ("value", point)])?;
+    }
     end(w, "properties")?;
     match &r.outcome {
         Outcome::Pass => {}

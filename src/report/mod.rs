@@ -11,7 +11,9 @@ mod event;
 mod exit;
 mod junit;
 
-pub use conformance::{ClauseVerdict, ConformanceReport, Implementation, ProfileVerdict, Tally};
+pub use conformance::{
+    ClauseVerdict, ConformanceReport, CrashPoints, Implementation, ProfileVerdict, Tally,
+};
 pub use console::{ProgressLine, summary_table};
 pub use event::{CaseResult, Failure, Outcome, Recorder, RunEvent, RunResults};
 pub use exit::{

@@ -14,6 +14,7 @@ use tokio::sync::{Mutex as AsyncMutex, RwLock, Semaphore};
 use super::case::{RunContext, needs_exclusive, run_case};
 use super::implementation::{ImplementationSpec, Instance};
 use super::target::TargetHandles;
+use crate::proxy::ApiProxy;
 use crate::catalog::{Case, Catalog, Profile};
 use crate::report::{CaseResult, Outcome, Recorder, RunEvent, RunResults};
 use crate::vocab::Vocabulary;
@@ -57,6 +58,9 @@ pub struct RunSettings {
     /// After the first case that fails or errors, start no further case (they are reported
     /// as skipped, saying why).
     pub fail_fast: bool,
+    /// Route every implementation the harness starts through its API proxy (needed for
+    /// `request:` crash pins; off only to measure what the proxy costs).
+    pub api_proxy: bool,
 }
 
 /// Runs `case` (`run` reports its result), turning a panic into an error result: a case the
@@ -82,6 +86,7 @@ fn broken(case: &Case, message: String, started: Instant) -> CaseResult {
         profile: case.profile,
         outcome: Outcome::Error { message },
         duration: started.elapsed(),
+        crash_points: Vec::new(),
     }
 }
 
@@ -121,6 +126,20 @@ pub async fn run_cases(
     });
     let started = Instant::now();
     let _ = tx.send(RunEvent::RunStarted { cases: cases.len() });
+    // A shared instance reaches the apiserver through one proxy for the run; per-case
+    // instances get one each (`case::lifecycle`).
+    let shared_proxy = match (
+        settings.api_proxy,
+        settings.implementation.per_case(),
+        settings.implementation.controllable(),
+    ) {
+        (true, false, true) => Some(Arc::new(
+            ApiProxy::start(&target.kubeconfig, &settings.log_dir)
+                .await
+                .map_err(std::io::Error::other)?,
+        )),
+        _ => None,
+    };
     let shared_instance = if settings.implementation.per_case() {
         None
     } else {
@@ -128,7 +147,9 @@ pub async fn run_cases(
             true => {
                 let instance = Instance::start(
                     &settings.implementation,
-                    &target.kubeconfig,
+                    shared_proxy
+                        .as_ref()
+                        .map_or(target.kubeconfig.as_path(), |p| p.kubeconfig()),
                     None,
                     &settings.log_dir.join("implementation.log"),
                 )
@@ -146,6 +167,8 @@ pub async fn run_cases(
         pods: target.pods.clone(),
         implementation: settings.implementation.clone(),
         shared_instance,
+        shared_proxy,
+        api_proxy: settings.api_proxy,
         vocab: settings.vocab,
         catalog,
         keep_namespaces: settings.keep_namespaces,

@@ -5,7 +5,8 @@
 use super::{Fields, Parser, join};
 use crate::catalog::model::{
     Apply, ConditionWrite, ControllerAction, ControllerStep, Delete, DeletionTarget, NodeLoss,
-    ObjectRef, PodAction, PodStep, Reject, Remember, Request, Step, StepKind, Subresource, Target,
+    ObjectRef, PodAction, PodStep, Reject, Remember, Request, RequestPin, Step, StepKind,
+    Subresource, Target,
     Trigger, UidSubject, Update,
 };
 use crate::catalog::yaml::Node;
@@ -360,6 +361,16 @@ impl Parser<'_> {
             Some(n) => Some(self.trigger(n, &f.child("when"))?),
             None => None,
         };
+        if let (Some(Trigger::Request(_)), Some(a), Some(n)) = (&when, action, f.get("when"))
+            && a != ControllerAction::Crash
+        {
+            self.error(
+                n.pos,
+                &f.child("when"),
+                "a `request:` trigger pins a crash: use it with `action: crash`",
+            );
+            return None;
+        }
         Some(ControllerStep {
             action: action?,
             when,
@@ -367,12 +378,12 @@ impl Parser<'_> {
     }
 
     fn trigger(&mut self, node: &Node, path: &str) -> Option<Trigger> {
-        let f = self.fields(node, path, &["changed", "deleted", "condition"])?;
+        let f = self.fields(node, path, &["changed", "deleted", "condition", "request"])?;
         if f.entries.len() != 1 {
             self.error(
                 f.pos,
                 path,
-                "expected exactly one of `changed`, `deleted` or `condition`",
+                "expected exactly one of `changed`, `deleted`, `condition` or `request`",
             );
             return None;
         }
@@ -380,6 +391,7 @@ impl Parser<'_> {
         let key = k.as_str().unwrap_or_default();
         let p = join(path, key);
         match key {
+            "request" => self.request_pin(body, &p).map(Trigger::Request),
             "changed" => {
                 let cf = self.fields(body, &p, &["kind", "name", "path"])?;
                 let object = self.object_ref(&cf, false);
@@ -451,6 +463,85 @@ impl Parser<'_> {
                 })
             }
         }
+    }
+
+    fn request_pin(&mut self, node: &Node, path: &str) -> Option<RequestPin> {
+        const VERBS: &[&str] = &[
+            "get",
+            "list",
+            "watch",
+            "create",
+            "update",
+            "patch",
+            "delete",
+            "deletecollection",
+        ];
+        let f = self.fields(
+            node,
+            path,
+            &["verb", "resource", "subresource", "name", "nth", "at"],
+        )?;
+        let mut ok = true;
+        let mut text = |parser: &mut Self, key: &str| match f.get(key) {
+            Some(n) => {
+                let s = parser.string(n, &f.child(key));
+                ok &= s.is_some();
+                s
+            }
+            None => None,
+        };
+        let verb = text(self, "verb");
+        let resource = text(self, "resource");
+        let subresource = text(self, "subresource");
+        let name = text(self, "name");
+        let at = text(self, "at");
+        if let (Some(v), Some(n)) = (&verb, f.get("verb"))
+            && !VERBS.contains(&v.as_str())
+        {
+            self.error(
+                n.pos,
+                &f.child("verb"),
+                format!("unknown verb `{v}` (expected one of {})", VERBS.join(", ")),
+            );
+            ok = false;
+        }
+        let after = match (at.as_deref(), f.get("at")) {
+            (None, _) | (Some("before"), _) => false,
+            (Some("after"), _) => true,
+            (Some(other), Some(n)) => {
+                self.error(
+                    n.pos,
+                    &f.child("at"),
+                    format!("unknown position `{other}` (expected before or after)"),
+                );
+                ok = false;
+                false
+            }
+            (Some(_), None) => false,
+        };
+        let nth = match f.get("nth") {
+            Some(n) => match self.unsigned(n, &f.child("nth")) {
+                Some(0) => {
+                    self.error(n.pos, &f.child("nth"), "`nth` counts from 1");
+                    ok = false;
+                    1
+                }
+                Some(k) => k,
+                None => {
+                    ok = false;
+                    1
+                }
+            },
+            None => 1,
+        };
+        ok.then_some(RequestPin {
+            verb,
+            resource,
+            subresource,
+            name,
+            nth,
+            after,
+        })
     }
 
     fn remember(&mut self, node: &Node, path: &str) -> Option<Remember> {

@@ -14,6 +14,7 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use super::requirements::{is_large, skip_reason};
 use super::steps::{CaseRun, StepError, execute};
+use crate::proxy::{ApiProxy, FaultAction, HookPosition};
 use crate::catalog::{Applicability, Case, Catalog};
 use crate::monitor::Violation;
 use crate::report::{CaseResult, Failure, Outcome, RunEvent};
@@ -39,6 +40,10 @@ pub struct RunContext {
     pub implementation: ImplementationSpec,
     /// A single instance serving every case, when the implementation is not per-case.
     pub shared_instance: Option<Arc<AsyncMutex<Instance>>>,
+    /// The API proxy the shared instance goes through, if any.
+    pub shared_proxy: Option<Arc<ApiProxy>>,
+    /// Whether per-case instances go through an API proxy of their own.
+    pub api_proxy: bool,
     /// The vocabulary of the selected revision.
     pub vocab: Vocabulary,
     /// The catalog (fixtures).
@@ -66,9 +71,11 @@ pub async fn run_case(run: &RunContext, case: &Case) -> CaseResult {
         case: case.name.clone(),
     });
     let applicability = run.catalog.applicability(case, run.vocab.revision());
-    let outcome = match (applicability, skip_reason(case, run)) {
-        (Applicability::NotApplicable(reason), _) => Outcome::NotApplicable { reason },
-        (_, Some(reason)) => Outcome::Skip { reason },
+    let (outcome, crash_points) = match (applicability, skip_reason(case, run)) {
+        (Applicability::NotApplicable(reason), _) => {
+            (Outcome::NotApplicable { reason }, Vec::new())
+        }
+        (_, Some(reason)) => (Outcome::Skip { reason }, Vec::new()),
         (_, None) => {
             let timeout = case
                 .timeout
@@ -84,14 +91,28 @@ pub async fn run_case(run: &RunContext, case: &Case) -> CaseResult {
         profile: case.profile,
         outcome,
         duration: started.elapsed(),
+        crash_points,
     };
     let _ = run.events.send(RunEvent::CaseFinished(result.clone()));
     result
 }
 
 /// Runs the steps of a case that applies here: its namespace, observer and implementation
-/// instance, the steps under `timeout`, the monitor's verdict, then the teardown.
-async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome {
+/// instance, the steps under `timeout`, the monitor's verdict, then the teardown. Returns the
+/// outcome and where each pinned crash landed.
+async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> (Outcome, Vec<String>) {
+    let mut crash_points = Vec::new();
+    let outcome = run_steps_noting(run, case, timeout, &mut crash_points).await;
+    (outcome, crash_points)
+}
+
+/// [`run_steps`], noting the crash points in `crash_points`.
+async fn run_steps_noting(
+    run: &RunContext,
+    case: &Case,
+    timeout: Duration,
+    crash_points: &mut Vec<String>,
+) -> Outcome {
     let namespace = namespace_for(&case.name);
     let namespaces: Api<Namespace> = Api::all(run.client.clone());
     let ns: Namespace = serde_json::from_value(json!({
@@ -111,9 +132,24 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
     )
     .await;
     let log = run.log_dir.join(format!("{}.log", case.name));
+    let proxy = if run.implementation.per_case() && run.api_proxy {
+        match ApiProxy::start(&run.kubeconfig, &run.log_dir).await {
+            Ok(p) => Some(Arc::new(p)),
+            Err(e) => {
+                return Outcome::Error {
+                    message: format!("failed to start the API proxy: {e}"),
+                };
+            }
+        }
+    } else {
+        run.shared_proxy.clone()
+    };
     let instance = if run.implementation.per_case() {
+        let kubeconfig = proxy
+            .as_ref()
+            .map_or(run.kubeconfig.as_path(), |p| p.kubeconfig());
         let started =
-            match Instance::start(&run.implementation, &run.kubeconfig, Some(&namespace), &log)
+            match Instance::start(&run.implementation, kubeconfig, Some(&namespace), &log)
                 .await
             {
                 Ok(i) => i,
@@ -136,6 +172,8 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
         namespace: namespace.clone(),
         observer,
         instance,
+        proxy,
+        pins: Vec::new(),
         remembered: BTreeMap::new(),
         triggers: Vec::new(),
         lost_nodes: Vec::new(),
@@ -166,6 +204,22 @@ async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Outcome 
     }
     for trigger in ctx.triggers.drain(..) {
         trigger.abort();
+    }
+    if let Some(proxy) = &ctx.proxy {
+        let landed = landed_crashes(proxy, &namespace);
+        // A pin the implementation never reached tested nothing: say so rather than pass.
+        if let Some(missed) = ctx.pins.get(landed.len())
+            && outcome == Outcome::Pass
+        {
+            outcome = Outcome::Skip {
+                reason: format!(
+                    "the pinned crash point ({missed}) was never reached: the implementation made no such request"
+                ),
+            };
+        }
+        *crash_points = landed;
+        proxy.clear_hook();
+        proxy.set_rules(Vec::new());
     }
     for node in ctx.lost_nodes.drain(..) {
         if let Err(e) = run.pods.recover_node(&node).await {
@@ -245,6 +299,40 @@ fn with_monitor_verdict(
         f.timeline = Some(timeline);
     }
     outcome
+}
+
+/// Where each hook of the case's namespace fired, in order, as one line each.
+fn landed_crashes(proxy: &ApiProxy, namespace: &str) -> Vec<String> {
+    proxy
+        .fired()
+        .into_iter()
+        .filter(|f| matches!(f.action, FaultAction::Hook { .. }))
+        .filter(|f| f.request.namespace == namespace)
+        .map(|f| {
+            let position = match f.action {
+                FaultAction::Hook {
+                    position: HookPosition::After,
+                } => "after",
+                _ => "before",
+            };
+            let mut what = format!(
+                "crash {position} request #{}: {} {}",
+                f.seq,
+                f.request.verb.as_str(),
+                f.request.resource
+            );
+            if !f.request.subresource.is_empty() {
+                what.push_str(&format!("/{}", f.request.subresource));
+            }
+            if !f.request.name.is_empty() {
+                what.push_str(&format!(" {}", f.request.name));
+            }
+            if let Some(code) = f.upstream_status {
+                what.push_str(&format!(" (the apiserver answered {code})"));
+            }
+            what
+        })
+        .collect()
 }
 
 /// Deletes a case's namespace; for a large case, waits until it is gone.

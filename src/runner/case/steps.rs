@@ -7,7 +7,8 @@ use std::sync::Arc;
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::lifecycle::RunContext;
-use crate::catalog::{Case, StepKind, Target, UidSubject};
+use crate::catalog::{Case, RequestPin, StepKind, Target, UidSubject};
+use crate::proxy::ApiProxy;
 use crate::report::{Failure, RunEvent};
 use crate::runner::implementation::Instance;
 use crate::runner::observe::Observer;
@@ -25,6 +26,10 @@ pub(super) struct CaseRun<'a> {
     pub(super) observer: Observer,
     /// The implementation instance serving the case, when there is one to control.
     pub(super) instance: Option<Arc<AsyncMutex<Instance>>>,
+    /// The API proxy the instance reaches the apiserver through, if any.
+    pub(super) proxy: Option<Arc<ApiProxy>>,
+    /// The `request:` crash pins armed, in order.
+    pub(super) pins: Vec<RequestPin>,
     /// `remember` label → the subject and its UID then.
     pub(super) remembered: BTreeMap<String, (UidSubject, String)>,
     /// Armed `controller … when` triggers.

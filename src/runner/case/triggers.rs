@@ -7,7 +7,10 @@ use serde_json::Value;
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::steps::{CaseRun, StepError};
-use crate::catalog::{ControllerAction, ControllerStep, DeletionTarget, ObjectRef, Trigger};
+use crate::catalog::{
+    ControllerAction, ControllerStep, DeletionTarget, ObjectRef, RequestPin, Trigger,
+};
+use crate::proxy::{FaultAction, FaultRule, HookPosition, RequestMatch, Verb};
 use crate::runner::implementation::Instance;
 use crate::snapshot::{Snapshot, is_deleting, uid};
 use crate::vocab::Vocabulary;
@@ -24,6 +27,9 @@ impl CaseRun<'_> {
         let Some(trigger) = step.when.clone() else {
             return act(&instance, action).await.map_err(StepError::Error);
         };
+        if let Trigger::Request(pin) = &trigger {
+            return self.pin_crash(instance, pin);
+        }
         let mut changes = self.observer.subscribe();
         let vocab = *self.vocab();
         let armed = self.observer.with_snapshot(|s| arm(&trigger, s, &vocab));
@@ -38,6 +44,66 @@ impl CaseRun<'_> {
                     return Ok(());
                 }
             }
+        }));
+        Ok(())
+    }
+}
+
+impl CaseRun<'_> {
+    /// `when: {request: ...}`: the case's API proxy holds the implementation's matching
+    /// request and crashes it there (and restarts it); the request is then dropped. Where
+    /// the crash landed is reported with the case's result.
+    fn pin_crash(
+        &mut self,
+        instance: Arc<AsyncMutex<Instance>>,
+        pin: &RequestPin,
+    ) -> Result<(), StepError> {
+        let proxy = self.proxy.clone().ok_or_else(|| {
+            StepError::Skip(
+                "a `request:` crash pin needs the implementation to go through the harness's API proxy (it was turned off)"
+                    .into(),
+            )
+        })?;
+        let mut matches = RequestMatch::any().namespace(self.namespace.clone());
+        if let Some(v) = &pin.verb {
+            let verb = v
+                .parse::<Verb>()
+                .map_err(|e| StepError::Error(format!("bad verb in a crash pin: {e}")))?;
+            matches = matches.verb(verb);
+        }
+        if let Some(r) = &pin.resource {
+            matches = matches.resource(r.clone());
+        }
+        if let Some(s) = &pin.subresource {
+            matches = matches.subresource(s.clone());
+        }
+        if let Some(n) = &pin.name {
+            matches = matches.name(n.clone());
+        }
+        let position = if pin.after {
+            HookPosition::After
+        } else {
+            HookPosition::Before
+        };
+        proxy.set_rules(vec![
+            FaultRule::new(matches, FaultAction::Hook { position }).nth(pin.nth),
+        ]);
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Result<(), String>>();
+        let done_tx = Arc::new(std::sync::Mutex::new(Some(done_tx)));
+        proxy.set_hook(move |_fired| {
+            let instance = instance.clone();
+            let done_tx = done_tx.clone();
+            async move {
+                let result = act(&instance, ControllerAction::Crash).await;
+                if let Some(tx) = done_tx.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    let _ = tx.send(result);
+                }
+            }
+        });
+        self.pins.push(pin.clone());
+        self.triggers.push(tokio::spawn(async move {
+            // Never firing is judged at the end of the case, not here.
+            done_rx.await.unwrap_or(Ok(()))
         }));
         Ok(())
     }
@@ -98,7 +164,7 @@ fn arm(trigger: &Trigger, s: &Snapshot, vocab: &Vocabulary) -> Armed {
     match trigger {
         Trigger::Changed { object, path } => Armed::Value(watched_value(object, path, s, vocab)),
         Trigger::Deleted(target) => Armed::Uids(live_uids(target, s, vocab)),
-        Trigger::Condition { .. } => Armed::Nothing,
+        Trigger::Condition { .. } | Trigger::Request(_) => Armed::Nothing,
     }
 }
 

@@ -160,6 +160,25 @@ enum Command {
         #[arg(last = true, allow_hyphen_values = true)]
         run_args: Vec<std::ffi::OsString>,
     },
+    /// Explore crash points (O3) on the embedded cluster with the reference operator: each
+    /// selected case runs once crash-free with the operator's writes recorded, then once per
+    /// write with a crash pinned just before it (`--after`: also just after), each run
+    /// judged by the case's expectations and the invariant monitor. Exits 0 when every
+    /// reached point passed.
+    Sweep {
+        /// Cases whose name contains it, or whose area is it (repeatable; at least one).
+        #[arg(long, required = true)]
+        filter: Vec<String>,
+        /// Also crash just after each write (carried out, answer not delivered).
+        #[arg(long)]
+        after: bool,
+        /// Folder for implementation logs and the summary (`sweep.md`).
+        #[arg(long, default_value = "grove-conformance-sweep")]
+        out: PathBuf,
+        /// Folder holding `cases/` and `fixtures/`.
+        #[arg(long, default_value = ".")]
+        catalog: PathBuf,
+    },
     /// Check the whole catalog; fails when a case is invalid or a core clause is cited by no case.
     Lint {
         /// Folder holding `cases/` and `fixtures/`.
@@ -233,6 +252,12 @@ fn main() -> ExitCode {
             out,
             run_args,
         } => bench(runs, &out, &run_args),
+        Command::Sweep {
+            filter,
+            after,
+            out,
+            catalog,
+        } => sweep(&catalog, &filter, after, &out),
         Command::Lint { catalog } => lint(&catalog),
         Command::Coverage {
             catalog,
@@ -348,6 +373,121 @@ fn load(catalog: &Path) -> Result<catalog::Catalog, i32> {
     catalog::load_catalog(catalog).map_err(|diagnostics| {
         eprintln!("{}", catalog::render_diagnostics(&diagnostics));
         report::INVALID_CATALOG
+    })
+}
+
+fn sweep(root: &Path, filter: &[String], after: bool, out: &Path) -> i32 {
+    use grove_conformance::runner::case::RunContext;
+    use grove_conformance::runner::sweep;
+    let catalog = match load(root) {
+        Ok(c) => Arc::new(c),
+        Err(code) => return code,
+    };
+    let cases: Vec<catalog::Case> = catalog
+        .cases
+        .iter()
+        .filter(|c| {
+            filter
+                .iter()
+                .any(|f| c.name.contains(f.as_str()) || c.area == *f)
+        })
+        .cloned()
+        .collect();
+    if cases.is_empty() {
+        eprintln!("error: the filter selected no case");
+        return report::NO_CASES;
+    }
+    let logs = out.join("logs");
+    if let Err(e) = std::fs::create_dir_all(&logs) {
+        eprintln!("error: failed to create {}: {e}", logs.display());
+        return report::SETUP_FAILED;
+    }
+    let implementation = match ImplementationSpec::reference_from_current_exe() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: failed to find the grove-conformance executable: {e}");
+            return report::SETUP_FAILED;
+        }
+    };
+    runtime().block_on(async {
+        let target = match runner::acquire(
+            &TargetSpec::Embedded,
+            grove_reference_operator::crds(),
+            true,
+        )
+        .await
+        {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: {}", render_error(&e));
+                return report::SETUP_FAILED;
+            }
+        };
+        let handles = target.handles().clone();
+        let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
+        let context = RunContext {
+            client: handles.client.clone(),
+            kubeconfig: handles.kubeconfig.clone(),
+            pods: handles.pods.clone(),
+            implementation,
+            shared_instance: None,
+            shared_proxy: None,
+            api_proxy: true,
+            vocab: Vocabulary::default(),
+            catalog: catalog.clone(),
+            keep_namespaces: false,
+            log_dir: logs.clone(),
+            events,
+            inject_pin: None,
+            record_writes: None,
+        };
+        let mut sweeps = Vec::new();
+        for case in &cases {
+            if let Some(why) = sweep::unsweepable(case) {
+                eprintln!("{}: not swept: {why}", case.name);
+                continue;
+            }
+            eprintln!("{}: crash-free run, recording the writes", case.name);
+            let done = sweep::sweep(&context, case, after, |p| {
+                eprintln!(
+                    "{}: write {:>2} {:<50} {}{}",
+                    case.name,
+                    p.write,
+                    p.pin.to_string(),
+                    p.verdict(),
+                    p.landed
+                        .first()
+                        .map(|l| format!(" ({l})"))
+                        .unwrap_or_default()
+                );
+            })
+            .await;
+            eprintln!(
+                "{}: {} writes, {} points explored in {:.1?}",
+                case.name,
+                done.writes.len(),
+                done.points.len(),
+                done.duration
+            );
+            sweeps.push(done);
+        }
+        let summary = sweep::summary(&sweeps);
+        println!("{summary}");
+        let path = out.join("sweep.md");
+        if let Err(e) = std::fs::write(&path, &summary) {
+            eprintln!("error: failed to write {}: {e}", path.display());
+        }
+        let failed = sweeps.iter().any(|s| {
+            s.baseline != report::Outcome::Pass
+                || s.points
+                    .iter()
+                    .any(|p| matches!(p.verdict(), "fail" | "error"))
+        });
+        if failed {
+            report::CASES_FAILED
+        } else {
+            report::SUCCESS
+        }
     })
 }
 

@@ -330,6 +330,26 @@ fn mentions(text: &str, word: &str) -> bool {
     })
 }
 
+/// The controller ownerReference of `object` (`controller: true`), if it has one.
+pub fn controller_ref(object: &Value) -> Option<&Value> {
+    object
+        .pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+}
+
+/// Whether the controller ownerReference of `object` names `owner` (kind and name) with the
+/// UID of `owner_object`, the owner as it is now.
+pub fn controller_ref_is(object: &Value, owner: &ObjectRef, owner_object: &Value) -> bool {
+    let Some(r) = controller_ref(object) else {
+        return false;
+    };
+    r.get("kind").and_then(Value::as_str) == Some(owner.kind.as_str())
+        && r.get("name").and_then(Value::as_str) == Some(owner.name.as_str())
+        && uid(owner_object).is_some_and(|u| r.get("uid").and_then(Value::as_str) == Some(u))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -430,24 +450,4 @@ mod tests {
             4
         );
     }
-}
-
-/// The controller ownerReference of `object` (`controller: true`), if it has one.
-pub fn controller_ref(object: &Value) -> Option<&Value> {
-    object
-        .pointer("/metadata/ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
-}
-
-/// Whether the controller ownerReference of `object` names `owner` (kind and name) with the
-/// UID of `owner_object`, the owner as it is now.
-pub fn controller_ref_is(object: &Value, owner: &ObjectRef, owner_object: &Value) -> bool {
-    let Some(r) = controller_ref(object) else {
-        return false;
-    };
-    r.get("kind").and_then(Value::as_str) == Some(owner.kind.as_str())
-        && r.get("name").and_then(Value::as_str) == Some(owner.name.as_str())
-        && uid(owner_object).is_some_and(|u| r.get("uid").and_then(Value::as_str) == Some(u))
 }

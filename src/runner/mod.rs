@@ -14,6 +14,7 @@ pub mod observe;
 pub mod pods;
 pub mod real_pods;
 mod run;
+pub mod sweep;
 pub mod target;
 
 pub use implementation::{ImplementationSpec, Instance};

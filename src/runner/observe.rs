@@ -671,8 +671,10 @@ mod tests {
     fn a_relist_reports_the_objects_it_no_longer_has_as_deleted() {
         let state = Mutex::new(State::default());
         state.lock().unwrap().snapshot.pods = vec![pod("kept", 5), pod("gone", 7)];
-        let mut progress = WatchProgress::default();
-        progress.listing = Some(HashSet::new());
+        let mut progress = WatchProgress {
+            listing: Some(HashSet::new()),
+            ..WatchProgress::default()
+        };
         progress.listed(&pod("kept", 5));
         progress.listed(&pod("new", 20));
         let gone = progress.relisted(Kind::Pod, &state);

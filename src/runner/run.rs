@@ -14,8 +14,8 @@ use tokio::sync::{Mutex as AsyncMutex, RwLock, Semaphore};
 use super::case::{RunContext, needs_exclusive, run_case};
 use super::implementation::{ImplementationSpec, Instance};
 use super::target::TargetHandles;
-use crate::proxy::ApiProxy;
 use crate::catalog::{Case, Catalog, Profile};
+use crate::proxy::ApiProxy;
 use crate::report::{CaseResult, Outcome, Recorder, RunEvent, RunResults};
 use crate::vocab::Vocabulary;
 
@@ -169,6 +169,8 @@ pub async fn run_cases(
         shared_instance,
         shared_proxy,
         api_proxy: settings.api_proxy,
+        inject_pin: None,
+        record_writes: None,
         vocab: settings.vocab,
         catalog,
         keep_namespaces: settings.keep_namespaces,

@@ -6,8 +6,7 @@ use super::{Fields, Parser, join};
 use crate::catalog::model::{
     Apply, ConditionWrite, ControllerAction, ControllerStep, Delete, DeletionTarget, NodeLoss,
     ObjectRef, PodAction, PodStep, Reject, Remember, Request, RequestPin, Step, StepKind,
-    Subresource, Target,
-    Trigger, UidSubject, Update,
+    Subresource, Target, Trigger, UidSubject, Update,
 };
 use crate::catalog::yaml::Node;
 use crate::vocab::{Category, Kind};

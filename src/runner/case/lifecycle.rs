@@ -14,9 +14,9 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use super::requirements::{is_large, skip_reason};
 use super::steps::{CaseRun, StepError, execute};
-use crate::proxy::{ApiProxy, FaultAction, HookPosition};
-use crate::catalog::{Applicability, Case, Catalog};
+use crate::catalog::{Applicability, Case, Catalog, RequestPin};
 use crate::monitor::Violation;
+use crate::proxy::{ApiProxy, FaultAction, HookPosition, RequestInfo};
 use crate::report::{CaseResult, Failure, Outcome, RunEvent};
 use crate::runner::implementation::{ImplementationSpec, Instance};
 use crate::runner::observe::Observer;
@@ -29,6 +29,7 @@ pub const CASE_LABEL: &str = "grove-conformance.io/case";
 pub const DEFAULT_CASE_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// What every case of a run shares.
+#[derive(Clone)]
 pub struct RunContext {
     /// Admin client of the target.
     pub client: Client,
@@ -54,6 +55,11 @@ pub struct RunContext {
     pub log_dir: PathBuf,
     /// Progress events.
     pub events: tokio::sync::mpsc::UnboundedSender<RunEvent>,
+    /// A crash pinned before the first step of every case (the crash sweep's).
+    pub inject_pin: Option<RequestPin>,
+    /// Where each case's writes, as its API proxy saw them, are appended (the crash sweep's
+    /// crash-free run).
+    pub record_writes: Option<Arc<std::sync::Mutex<Vec<RequestInfo>>>>,
 }
 
 impl std::fmt::Debug for RunContext {
@@ -149,9 +155,7 @@ async fn run_steps_noting(
             .as_ref()
             .map_or(run.kubeconfig.as_path(), |p| p.kubeconfig());
         let started =
-            match Instance::start(&run.implementation, kubeconfig, Some(&namespace), &log)
-                .await
-            {
+            match Instance::start(&run.implementation, kubeconfig, Some(&namespace), &log).await {
                 Ok(i) => i,
                 Err(e) => {
                     return Outcome::Error {
@@ -178,6 +182,18 @@ async fn run_steps_noting(
         triggers: Vec::new(),
         lost_nodes: Vec::new(),
     };
+    if let Some(pin) = &run.inject_pin {
+        let Some(instance) = ctx.instance.clone() else {
+            return Outcome::Error {
+                message: "a pinned crash needs an implementation the harness controls".into(),
+            };
+        };
+        if let Err(StepError::Skip(reason) | StepError::Error(reason)) =
+            ctx.pin_crash(instance, pin)
+        {
+            return Outcome::Skip { reason };
+        }
+    }
     let result = tokio::time::timeout(timeout, execute(&mut ctx)).await;
     let outcome = match result {
         Ok(Ok(())) => Outcome::Pass,
@@ -218,6 +234,15 @@ async fn run_steps_noting(
             };
         }
         *crash_points = landed;
+        if let Some(sink) = &run.record_writes {
+            sink.lock().unwrap_or_else(|p| p.into_inner()).extend(
+                proxy
+                    .mutating_requests()
+                    .into_iter()
+                    .map(|r| r.request)
+                    .filter(|r| r.namespace == namespace),
+            );
+        }
         proxy.clear_hook();
         proxy.set_rules(Vec::new());
     }

@@ -53,7 +53,7 @@ impl CaseRun<'_> {
     /// `when: {request: ...}`: the case's API proxy holds the implementation's matching
     /// request and crashes it there (and restarts it); the request is then dropped. Where
     /// the crash landed is reported with the case's result.
-    fn pin_crash(
+    pub(super) fn pin_crash(
         &mut self,
         instance: Arc<AsyncMutex<Instance>>,
         pin: &RequestPin,

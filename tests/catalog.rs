@@ -129,6 +129,8 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
         let context = RunContext {
             shared_proxy: None,
             api_proxy: true,
+            inject_pin: None,
+            record_writes: None,
             client: target.client.clone(),
             kubeconfig: target.kubeconfig.clone(),
             pods: target.pods.clone(),

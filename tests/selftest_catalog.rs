@@ -661,9 +661,15 @@ steps:
   - controller: {action: crash, when: {request: {verb: delete, kind: Pod}}}
 "#;
     let d = diagnostics("bad-pins", bad).join("\n");
-    assert!(d.contains("7:") && d.contains("unknown verb `remove`"), "{d}");
+    assert!(
+        d.contains("7:") && d.contains("unknown verb `remove`"),
+        "{d}"
+    );
     assert!(d.contains("8:") && d.contains("`nth` counts from 1"), "{d}");
-    assert!(d.contains("9:") && d.contains("unknown position `during`"), "{d}");
+    assert!(
+        d.contains("9:") && d.contains("unknown position `during`"),
+        "{d}"
+    );
     assert!(
         d.contains("10:") && d.contains("a `request:` trigger pins a crash"),
         "{d}"

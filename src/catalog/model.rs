@@ -682,3 +682,12 @@ pub struct EventExpectation {
     /// and the failed child).
     pub mentions: Vec<String>,
 }
+
+impl From<UidSubject> for Subject {
+    fn from(s: UidSubject) -> Self {
+        match s {
+            UidSubject::Object(o) => Subject::Object(o),
+            UidSubject::Pod { clique, index } => Subject::Pod { clique, index },
+        }
+    }
+}

@@ -134,21 +134,7 @@ impl Parser<'_> {
                 "owner",
             ],
         )?;
-        let subject = if let Some(p) = f.get("pod") {
-            if f.has("kind") || f.has("name") {
-                self.error(
-                    p.pos,
-                    &f.child("pod"),
-                    "use either `pod` or `kind` + `name`",
-                );
-                None
-            } else {
-                self.pod_address(p, &f.child("pod"))
-                    .map(|(clique, index)| Subject::Pod { clique, index })
-            }
-        } else {
-            self.object_ref(&f, false).map(Subject::Object)
-        };
+        let subject = self.subject(&f).map(Subject::from);
         let kind = match &subject {
             Some(Subject::Object(o)) => Some(o.kind),
             Some(Subject::Pod { .. }) => Some(Kind::Pod),

@@ -21,7 +21,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::diagnostic::Diagnostic;
-use super::model::{Case, Duration, ObjectRef, PodSelector};
+use super::model::{Case, Duration, ObjectRef, PodSelector, UidSubject};
 use super::yaml::{self, Node, NodeValue, Pos};
 use crate::vocab::{Category, Feature, Kind, Term};
 
@@ -378,6 +378,24 @@ impl<'a> Parser<'a> {
                 None
             }
         }
+    }
+
+    /// `pod: <podclique>/<index>`, or `kind` + `name` (not both), of `remember:` and
+    /// `objects:` entries.
+    fn subject(&mut self, f: &Fields<'_>) -> Option<UidSubject> {
+        let Some(p) = f.get("pod") else {
+            return self.object_ref(f, false).map(UidSubject::Object);
+        };
+        if f.has("kind") || f.has("name") {
+            self.error(
+                p.pos,
+                &f.child("pod"),
+                "use either `pod` or `kind` + `name`",
+            );
+            return None;
+        }
+        self.pod_address(p, &f.child("pod"))
+            .map(|(clique, index)| UidSubject::Pod { clique, index })
     }
 
     fn object_ref(&mut self, f: &Fields<'_>, allow_pod: bool) -> Option<ObjectRef> {

@@ -6,7 +6,7 @@ use super::{Fields, Parser, join};
 use crate::catalog::model::{
     Apply, ConditionWrite, ControllerAction, ControllerStep, Delete, DeletionTarget, NodeLoss,
     ObjectRef, PodAction, PodStep, Reject, Remember, Request, RequestPin, Step, StepKind,
-    Subresource, Target, Trigger, UidSubject, Update,
+    Subresource, Target, Trigger, Update,
 };
 use crate::catalog::yaml::Node;
 use crate::vocab::{Category, Kind};
@@ -548,21 +548,7 @@ impl Parser<'_> {
         let label = self
             .required(&f, "as")
             .and_then(|n| self.string(n, &f.child("as")).map(|s| (s, n.pos)));
-        let subject = if let Some(p) = f.get("pod") {
-            if f.has("kind") || f.has("name") {
-                self.error(
-                    p.pos,
-                    &f.child("pod"),
-                    "use either `pod` or `kind` + `name`",
-                );
-                None
-            } else {
-                self.pod_address(p, &f.child("pod"))
-                    .map(|(clique, index)| UidSubject::Pod { clique, index })
-            }
-        } else {
-            self.object_ref(&f, false).map(UidSubject::Object)
-        };
+        let subject = self.subject(&f);
         let (label, pos) = label?;
         if !self.remembered.insert(label.clone()) {
             self.error(

@@ -2,13 +2,13 @@
 //! requests every controller makes the same way: status through the status subresource with
 //! one field manager, guarded deletes, idempotent creates, live reads for the C4 guard.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -45,6 +45,9 @@ pub struct Context {
     pub(super) created: Mutex<HashMap<String, (Instant, Vec<u32>)>>,
     /// Pods whose last observed phase was Succeeded and that have vanished since.
     pub(super) vanished: Arc<Vanished>,
+    /// The events this process published or found published, as (object uid, reason and
+    /// marker): each is published at most once.
+    pub(super) reported: Mutex<HashSet<(String, String)>>,
 }
 
 /// The indices of pods last observed Succeeded that have vanished since, by PodClique uid,
@@ -94,7 +97,29 @@ impl Vanished {
 /// Events to publish on one object, in order.
 pub(super) struct Events {
     regarding: ObjectReference,
-    events: Vec<Event>,
+    reports: Vec<Report>,
+}
+
+/// One event an object is to carry.
+struct Report {
+    event: Event,
+    /// Text of the message that tells this event from others of the same reason on the same
+    /// object (a restart's replica and count); `None` when the reason alone does.
+    marker: Option<String>,
+    /// Owed by the persisted state rather than decided now: a previous process may have
+    /// written that state and published the event, or died in between (EV1–EV4 must not be
+    /// lost to a crash), so it is looked up before it is published.
+    owed: bool,
+}
+
+impl Report {
+    fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.event.reason,
+            self.marker.as_deref().unwrap_or_default()
+        )
+    }
 }
 
 impl Events {
@@ -102,28 +127,68 @@ impl Events {
     pub(super) fn on<K: Resource<DynamicType = ()>>(obj: &K) -> Events {
         Events {
             regarding: obj.object_ref(&()),
-            events: Vec::new(),
+            reports: Vec::new(),
         }
     }
 
-    /// Adds an event; `related` names a second object (the failed child of a restart).
+    /// Adds the event of a decision made now; `related` names a second object (the failed
+    /// child of a restart), `marker` what tells it from others of its reason.
     pub(super) fn add(
         &mut self,
         warning: bool,
         reason: &str,
         note: String,
         related: Option<ObjectReference>,
+        marker: Option<String>,
     ) {
-        self.events.push(Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
+        self.push(warning, reason, note, related, marker, false);
+    }
+
+    /// Adds an event the object's persisted state calls for, published only if it is not
+    /// there yet (see [`Report::owed`]).
+    pub(super) fn owe(
+        &mut self,
+        warning: bool,
+        reason: &str,
+        note: String,
+        related: Option<ObjectReference>,
+        marker: Option<String>,
+    ) {
+        self.push(warning, reason, note, related, marker, true);
+    }
+
+    /// Each event as (reason, marker, owed), for tests.
+    #[cfg(test)]
+    pub(super) fn describe(&self) -> Vec<(String, Option<String>, bool)> {
+        self.reports
+            .iter()
+            .map(|r| (r.event.reason.clone(), r.marker.clone(), r.owed))
+            .collect()
+    }
+
+    fn push(
+        &mut self,
+        warning: bool,
+        reason: &str,
+        note: String,
+        related: Option<ObjectReference>,
+        marker: Option<String>,
+        owed: bool,
+    ) {
+        self.reports.push(Report {
+            event: Event {
+                type_: if warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                },
+                reason: reason.into(),
+                note: Some(note),
+                action: "Reconcile".into(),
+                secondary: related,
             },
-            reason: reason.into(),
-            note: Some(note),
-            action: "Reconcile".into(),
-            secondary: related,
+            marker,
+            owed,
         });
     }
 }
@@ -374,21 +439,75 @@ impl Context {
         }
     }
 
-    /// Publishes `events` in the background, in order: they report a write that has landed,
-    /// and a lost event never blocks a decision.
-    pub(super) fn publish(&self, events: Events) {
-        if events.events.is_empty() {
-            return;
-        }
-        let recorder = self.recorder.clone();
-        tokio::spawn(async move {
-            for event in &events.events {
-                if let Err(error) = recorder.publish(event, &events.regarding).await {
-                    let object = events.regarding.name.as_deref().unwrap_or_default();
-                    tracing::warn!(reason = %event.reason, object, %error, "failed to publish an event");
+    /// Publishes `events`, in order, each at most once per object: they report a write that
+    /// has landed, and are published before anything acts on it, so a crash in between leaves
+    /// the write's object owing the event, which the next process finds missing and publishes.
+    /// A failure is logged, never blocks a decision, and is retried by the next reconcile that
+    /// owes the event.
+    pub(super) async fn publish(&self, events: Events) {
+        let uid = events.regarding.uid.clone().unwrap_or_default();
+        let object = events.regarding.name.clone().unwrap_or_default();
+        for report in &events.reports {
+            let key = (uid.clone(), report.key());
+            if self.reported().contains(&key) {
+                continue;
+            }
+            if report.owed {
+                match self.published(&events.regarding, report).await {
+                    Ok(true) => {
+                        self.reported().insert(key);
+                        continue;
+                    }
+                    Ok(false) => {
+                        tracing::info!(reason = %report.event.reason, object, "publishing an event owed since before a restart");
+                    }
+                    Err(error) => {
+                        tracing::warn!(reason = %report.event.reason, object, %error, "failed to look up an event");
+                        continue;
+                    }
                 }
             }
-        });
+            match self
+                .recorder
+                .publish(&report.event, &events.regarding)
+                .await
+            {
+                Ok(()) => {
+                    self.reported().insert(key);
+                }
+                Err(error) => {
+                    tracing::warn!(reason = %report.event.reason, object, %error, "failed to publish an event");
+                }
+            }
+        }
+    }
+
+    fn reported(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String)>> {
+        self.reported.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `report` is already published about `regarding` (by any process).
+    async fn published(
+        &self,
+        regarding: &ObjectReference,
+        report: &Report,
+    ) -> Result<bool, kube::Error> {
+        let api: Api<CoreEvent> = Api::namespaced(
+            self.client.clone(),
+            regarding.namespace.as_deref().unwrap_or_default(),
+        );
+        let fields = format!(
+            "involvedObject.uid={},reason={}",
+            regarding.uid.as_deref().unwrap_or_default(),
+            report.event.reason
+        );
+        let found = api.list(&ListParams::default().fields(&fields)).await?;
+        Ok(found.items.iter().any(|e| {
+            report
+                .marker
+                .as_deref()
+                .is_none_or(|m| e.message.as_deref().unwrap_or_default().contains(m))
+        }))
     }
 
     /// C4: whether the scope that `meta` lives in is open for creation, read live up the

@@ -37,12 +37,19 @@ pub(super) async fn reconcile(pcs: Arc<PodCliqueSet>, ctx: Arc<Context>) -> Resu
     }
     scope::log(pcs.as_ref(), &plan);
     // 2. What it reports.
-    let mut events = scope::events(pcs.as_ref(), &plan);
+    let mut events = scope::events(
+        pcs.as_ref(),
+        pcs.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default(),
+        &plan,
+    );
     for (i, child) in &plan.gang_terminations {
         let note = format!("replica {i} terminated: {child} stayed below minAvailable");
-        events.add(false, EVENT_PCS_REPLICA_DELETE_SUCCESSFUL, note, None);
+        events.add(false, EVENT_PCS_REPLICA_DELETE_SUCCESSFUL, note, None, None);
     }
-    ctx.publish(events);
+    ctx.publish(events).await;
     // 3. Then what it deletes, 4. then what it creates.
     let (ctx, plan) = (ctx.as_ref(), &plan);
     scope::delete_then_create(ctx, plan, open_set(ctx, &pcs), |live, creates| async move {

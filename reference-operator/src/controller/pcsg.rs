@@ -57,16 +57,30 @@ pub(super) async fn reconcile(
     }
     scope::log(pcsg.as_ref(), &plan);
     // 2. What it reports.
-    ctx.publish(scope::events(pcsg.as_ref(), &plan));
+    ctx.publish(scope::events(
+        pcsg.as_ref(),
+        pcsg.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default(),
+        &plan,
+    ))
+    .await;
     let mut upstream = Events::on(pcs.as_ref());
     for (j, child) in &plan.gang_terminations {
         let note = format!(
             "replica {j} of {} terminated: {child} stayed below minAvailable",
             pcsg.name_any()
         );
-        upstream.add(false, EVENT_PCSG_REPLICA_DELETE_SUCCESSFUL, note, None);
+        upstream.add(
+            false,
+            EVENT_PCSG_REPLICA_DELETE_SUCCESSFUL,
+            note,
+            None,
+            None,
+        );
     }
-    ctx.publish(upstream);
+    ctx.publish(upstream).await;
     // 3. Then what it deletes, 4. then what it creates.
     let (ctx, pcs, plan) = (ctx.as_ref(), pcs.as_ref(), &plan);
     scope::delete_then_create(

@@ -134,6 +134,7 @@ pub async fn run_until(
         written: Mutex::default(),
         created: Mutex::default(),
         vanished,
+        reported: Mutex::default(),
     });
     let stop: Shared<BoxFuture<'static, ()>> = stop.boxed().shared();
     let config = Config::default().debounce(DEBOUNCE);

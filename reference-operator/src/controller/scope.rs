@@ -19,7 +19,7 @@ use super::error::Error;
 use super::podclique::RESYNC;
 use crate::api::{PodClique, PodCliqueScalingGroup};
 use crate::names::{
-    EVENT_GANG_RESTART_TRIGGERED, EVENT_JOB_COMPLETED, EVENT_JOB_FAILED,
+    CONDITION_FAILED, EVENT_GANG_RESTART_TRIGGERED, EVENT_JOB_COMPLETED, EVENT_JOB_FAILED,
     EVENT_RESTART_BUDGET_EXHAUSTED, LABEL_RESTART_ATTEMPT, REASON_RESTART_BUDGET_EXHAUSTED,
 };
 use crate::semantics::{
@@ -157,6 +157,9 @@ pub(super) struct Plan {
     pub aggregate: Option<AggregateDecision>,
     /// Gang restarts decided now (EV3).
     pub restarts: Vec<Restart>,
+    /// Gang restarts persisted before, whose old attempt is still being deleted: each owes
+    /// its EV3 event, should the process that persisted it have died before publishing it.
+    pub finishing: Vec<Restart>,
     /// Replicas that ran out of budget now, with the failed child (EV4).
     pub exhausted: Vec<(usize, String)>,
     /// Regular gang terminations (R5), with the breached child.
@@ -229,6 +232,28 @@ impl Scope {
                     plan.retry_at(breach_deadline(&view));
                 }
                 ReplicaAction::FinishRestart { delete } => {
+                    let count = crate::semantics::restart_count(&self.counts, j);
+                    // The old attempt's failed child, still there: its events come before
+                    // any delete.
+                    let failed = slots.iter().find(|s| {
+                        delete.contains(&s.object_name)
+                            && s.existing
+                                .as_ref()
+                                .is_some_and(|e| e.state() == ChildState::Failed)
+                    });
+                    if count > 0 {
+                        plan.finishing.push(Restart {
+                            replica: j,
+                            count,
+                            failed_child: failed.map_or_else(
+                                || "a child of the previous attempt".to_string(),
+                                |s| s.template.clone(),
+                            ),
+                            related: failed
+                                .and_then(|s| s.existing.as_ref())
+                                .map(Existing::object_ref),
+                        });
+                    }
                     plan.deletes.extend(existing(&delete, Guard::Uid));
                     plan.recreate.push((j, all));
                 }
@@ -332,30 +357,72 @@ fn breach_deadline(view: &ReplicaView) -> Option<Duration> {
         .map(|left| Duration::try_from(left).unwrap_or(Duration::ZERO) + Duration::from_millis(50))
 }
 
-/// The events of a plan whose status write has landed (EV1–EV4).
-pub(super) fn events<K: Resource<DynamicType = ()>>(parent: &K, plan: &Plan) -> Events {
+/// The events of a plan whose status write has landed (EV1–EV4), and those the parent's
+/// persisted state (`conditions`, as read) still owes.
+pub(super) fn events<K: Resource<DynamicType = ()>>(
+    parent: &K,
+    conditions: &[Condition],
+    plan: &Plan,
+) -> Events {
     let mut events = Events::on(parent);
-    for r in &plan.restarts {
-        let note = format!(
+    let restart_note = |r: &Restart| {
+        format!(
             "restarting replica {} (restart {}) after {} failed",
             r.replica, r.count, r.failed_child
+        )
+    };
+    // Tells one restart's event from another's (the message names both).
+    let restart_marker = |r: &Restart| Some(format!("replica {} (restart {})", r.replica, r.count));
+    for r in &plan.restarts {
+        let (note, marker) = (restart_note(r), restart_marker(r));
+        events.add(
+            true,
+            EVENT_GANG_RESTART_TRIGGERED,
+            note,
+            r.related.clone(),
+            marker,
         );
-        events.add(true, EVENT_GANG_RESTART_TRIGGERED, note, r.related.clone());
+    }
+    for r in &plan.finishing {
+        let (note, marker) = (restart_note(r), restart_marker(r));
+        events.owe(
+            true,
+            EVENT_GANG_RESTART_TRIGGERED,
+            note,
+            r.related.clone(),
+            marker,
+        );
     }
     for (j, child) in &plan.exhausted {
         let note = format!("replica {j} failed ({child}) with no restart left");
-        events.add(true, EVENT_RESTART_BUDGET_EXHAUSTED, note, None);
+        let marker = Some(format!("replica {j} failed"));
+        events.add(true, EVENT_RESTART_BUDGET_EXHAUSTED, note, None, marker);
     }
+    let completed = || "every replica completed".to_string();
+    let failed = || "a replica failed with its restart budget spent".to_string();
     match plan.aggregate {
         Some(AggregateDecision::Complete) => {
-            let note = "every replica completed".to_string();
-            events.add(false, EVENT_JOB_COMPLETED, note, None);
+            events.add(false, EVENT_JOB_COMPLETED, completed(), None, None);
         }
         Some(AggregateDecision::Fail) => {
-            let note = "a replica failed with its restart budget spent".to_string();
-            events.add(true, EVENT_JOB_FAILED, note, None);
+            events.add(true, EVENT_JOB_FAILED, failed(), None, None);
         }
-        Some(AggregateDecision::Keep) | None => {}
+        Some(AggregateDecision::Keep) | None => match conditions::terminal(conditions) {
+            // Terminal before this reconcile: its events may not have made it out.
+            Some(Terminal::Completed) => {
+                events.owe(false, EVENT_JOB_COMPLETED, completed(), None, None);
+            }
+            Some(Terminal::Failed) => {
+                // A PCSG or PCS fails only when a replica runs out of budget (E9, E11). Its
+                // replica is not known here: any such event will do.
+                let note = conditions::find(conditions, CONDITION_FAILED)
+                    .map(|c| c.message.clone())
+                    .unwrap_or_default();
+                events.owe(true, EVENT_RESTART_BUDGET_EXHAUSTED, note, None, None);
+                events.owe(true, EVENT_JOB_FAILED, failed(), None, None);
+            }
+            None => {}
+        },
     }
     events
 }

@@ -138,6 +138,79 @@ fn a_persisted_restart_whose_deletes_were_lost_is_finished_not_counted() {
 }
 
 #[test]
+fn a_restart_persisted_by_a_process_that_died_still_owes_its_event() {
+    // Count 1 persisted, the old attempt (0) still all there: its event may never have been
+    // published, so the finishing plan carries it, naming the old attempt's failed child.
+    let s = scope(vec![leader_and_failed_worker(0)], vec![1], 3);
+    let plan = s.plan(now());
+    assert!(plan.restarts.is_empty(), "O3: not a second restart");
+    assert_eq!(plan.finishing.len(), 1);
+    let owed = &plan.finishing[0];
+    assert_eq!((owed.replica, owed.count), (0, 1));
+    assert_eq!(owed.failed_child, "worker");
+    assert_eq!(
+        owed.related.as_ref().and_then(|r| r.name.as_deref()),
+        Some("g-0-worker")
+    );
+    let Existing::Clique(parent) = clique("g", 0, None) else {
+        unreachable!("a clique")
+    };
+    let events = events(parent.as_ref(), &[], &plan);
+    let reports = events.describe();
+    assert_eq!(
+        reports,
+        vec![(
+            "GangRestartTriggered".to_string(),
+            Some("replica 0 (restart 1)".to_string()),
+            true
+        )],
+        "owed, so looked up before it is published"
+    );
+}
+
+#[test]
+fn a_parent_already_terminal_owes_its_terminal_events() {
+    let s = scope(vec![vec![slot("worker", true, None)]], vec![0], 0);
+    let plan = s.plan(now());
+    let failed = serde_json::from_value::<Condition>(json!({
+        "type": "Failed", "status": "True", "reason": REASON_RESTART_BUDGET_EXHAUSTED,
+        "message": "replica 0 failed (worker) after 0 of 0 restarts",
+        "lastTransitionTime": "2020-01-01T00:00:00Z",
+    }))
+    .expect("condition");
+    let Existing::Clique(parent) = clique("g", 0, None) else {
+        unreachable!("a clique")
+    };
+    let reports = events(parent.as_ref(), &[failed], &plan).describe();
+    assert_eq!(
+        reports,
+        vec![
+            ("RestartBudgetExhausted".to_string(), None, true),
+            ("JobFailed".to_string(), None, true),
+        ]
+    );
+    let completed = serde_json::from_value::<Condition>(json!({
+        "type": "Completed", "status": "True", "reason": "R", "message": "",
+        "lastTransitionTime": "2020-01-01T00:00:00Z",
+    }))
+    .expect("condition");
+    let reports = events(parent.as_ref(), &[completed], &plan).describe();
+    assert_eq!(reports, vec![("JobCompleted".to_string(), None, true)]);
+    // A decision made now is published as such, not looked up.
+    let s = scope(vec![leader_and_failed_worker(0)], vec![], 2);
+    let plan = s.plan(now());
+    let reports = events(parent.as_ref(), &[], &plan).describe();
+    assert_eq!(
+        reports,
+        vec![(
+            "GangRestartTriggered".to_string(),
+            Some("replica 0 (restart 1)".to_string()),
+            false
+        )]
+    );
+}
+
+#[test]
 fn counts_of_every_replica_are_written_from_the_start() {
     let s = scope(
         vec![

@@ -115,11 +115,12 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
     let implementation = ImplementationSpec::Reference {
         program: PathBuf::from(env!("CARGO_BIN_EXE_grove-conformance")),
     };
-    // Cases that lose a node or are large run alone, as `grove-conformance run` does.
+    // Cases that are large, or lose a node where they cannot have nodes of their own, run
+    // alone, as `grove-conformance run` does.
     static CLUSTER: RwLock<()> = RwLock::new(());
     let _alone;
     let _shared;
-    if needs_exclusive(&case, &env.catalog, &implementation) {
+    if needs_exclusive(&case, &env.catalog, &implementation, &target.pods) {
         _alone = CLUSTER.write().unwrap_or_else(|p| p.into_inner());
     } else {
         _shared = CLUSTER.read().unwrap_or_else(|p| p.into_inner());

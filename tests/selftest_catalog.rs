@@ -657,7 +657,7 @@ steps:
   - controller: {action: crash, when: {request: {verb: remove, resource: pods}}}
   - controller: {action: crash, when: {request: {verb: delete, nth: 0}}}
   - controller: {action: crash, when: {request: {verb: delete, at: during}}}
-  - controller: {action: pause, when: {request: {verb: delete}}}
+  - controller: {action: resume, when: {request: {verb: delete}}}
   - controller: {action: crash, when: {request: {verb: delete, kind: Pod}}}
 "#;
     let d = diagnostics("bad-pins", bad).join("\n");
@@ -671,7 +671,7 @@ steps:
         "{d}"
     );
     assert!(
-        d.contains("10:") && d.contains("a `request:` trigger pins a crash"),
+        d.contains("10:") && d.contains("a `request:` trigger pins a crash or a pause"),
         "{d}"
     );
     assert!(d.contains("11:") && d.contains("kind"), "{d}");

@@ -8,7 +8,7 @@ use std::time::Duration;
 use grove_conformance::catalog::Profile;
 use grove_conformance::report::{
     self, CaseResult, ConformanceReport, Failure, Implementation, Outcome, ProgressLine, Recorder,
-    RunEvent, RunResults,
+    RunEvent, RunResults, TimeSplit,
 };
 use grove_conformance::vocab::Revision;
 use k8s_openapi::jiff::Timestamp;
@@ -28,6 +28,12 @@ fn case(
         profile,
         outcome,
         duration: Duration::from_millis(ms),
+        // Made up, but summing to less than the wall time as a real split does.
+        time: TimeSplit {
+            waiting: Duration::from_millis(ms * 3 / 5),
+            holding: Duration::from_millis(ms / 5),
+            queued: Duration::from_millis(ms / 10),
+        },
         crash_points: Vec::new(),
     }
 }
@@ -39,7 +45,7 @@ fn results() -> RunResults {
         RunEvent::CaseStarted {
             case: "one-failure-restarts-gang".into(),
         },
-        RunEvent::CaseFinished(CaseResult {
+        RunEvent::CaseFinished(Box::new(CaseResult {
             crash_points: vec![
                 "crash before request #12: delete podcliques job-0-worker".into(),
             ],
@@ -51,8 +57,8 @@ fn results() -> RunResults {
                 Outcome::Pass,
                 12_300,
             )
-        }),
-        RunEvent::CaseFinished(case(
+        })),
+        RunEvent::CaseFinished(Box::new(case(
             "leader-completes-while-worker-fails",
             "leader-driven",
             &["E10", "C2"],
@@ -70,8 +76,8 @@ fn results() -> RunResults {
                 broken: Vec::new(),
             }),
             20_450,
-        )),
-        RunEvent::CaseFinished(case(
+        ))),
+        RunEvent::CaseFinished(Box::new(case(
             "attempt-label",
             "restart-scope",
             &["R7"],
@@ -80,8 +86,8 @@ fn results() -> RunResults {
                 reason: "revision grove-pr-728 has no `grove.io/restart-attempt`".into(),
             },
             0,
-        )),
-        RunEvent::CaseFinished(case(
+        ))),
+        RunEvent::CaseFinished(Box::new(case(
             "node-loss-fails-clique",
             "podclique",
             &["E3"],
@@ -91,8 +97,8 @@ fn results() -> RunResults {
                     .into(),
             },
             0,
-        )),
-        RunEvent::CaseFinished(case(
+        ))),
+        RunEvent::CaseFinished(Box::new(case(
             "success-on-clique-rejected",
             "validation",
             &["V1"],
@@ -101,7 +107,7 @@ fn results() -> RunResults {
                 message: "failed to create the namespace".into(),
             },
             150,
-        )),
+        ))),
         RunEvent::RunFinished {
             duration: Duration::from_millis(33_000),
         },
@@ -256,16 +262,16 @@ fn the_progress_line_writes_one_line_per_case_in_logs() {
         description: "apply all-ranks".into(),
     })
     .unwrap();
-    p.on_event(&RunEvent::CaseFinished(case(
+    p.on_event(&RunEvent::CaseFinished(Box::new(case(
         "a",
         "x",
         &["E1"],
         Profile::Core,
         Outcome::Pass,
         1500,
-    )))
+    ))))
     .unwrap();
-    p.on_event(&RunEvent::CaseFinished(case(
+    p.on_event(&RunEvent::CaseFinished(Box::new(case(
         "b",
         "x",
         &["R7"],
@@ -274,7 +280,7 @@ fn the_progress_line_writes_one_line_per_case_in_logs() {
             reason: "no restart-attempt label".into(),
         },
         0,
-    )))
+    ))))
     .unwrap();
     assert_eq!(
         String::from_utf8(out).unwrap(),
@@ -325,6 +331,7 @@ fn junit_follows_the_schema_ci_systems_read() {
     // Per open testcase: the children seen, in order.
     let mut children: Vec<String> = Vec::new();
     let mut suites = 0;
+    let mut suite_has_cases = false;
     let (mut counted, mut declared) = (BTreeMap::new(), BTreeMap::new());
     let mut messages = Vec::new();
     let attrs = |e: &quick_xml::events::BytesStart| -> BTreeMap<String, String> {
@@ -390,6 +397,7 @@ fn junit_follows_the_schema_ci_systems_read() {
             }
             (Some("testsuites"), "testsuite") => {
                 suites += 1;
+                suite_has_cases = false;
                 for k in [
                     "name",
                     "tests",
@@ -409,7 +417,12 @@ fn junit_follows_the_schema_ci_systems_read() {
                 assert_eq!(ts.len(), 19, "{ts}");
                 assert_eq!(&ts[10..11], "T", "{ts}");
             }
+            (Some("testsuite"), "properties") => {
+                // properties?, testcase*: only before the suite's first testcase.
+                assert!(!suite_has_cases, "suite <properties> after a testcase");
+            }
             (Some("testsuite"), "testcase") => {
+                suite_has_cases = true;
                 for k in ["name", "classname", "time"] {
                     assert!(a.contains_key(k), "testcase without {k}: {a:?}");
                 }

@@ -2,6 +2,7 @@
 //! results, in YAML (for machines) and Markdown (for people).
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -96,6 +97,88 @@ pub struct ConformanceReport {
     /// Where each case's pinned crashes landed (cases with none are left out).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub crash_points: Vec<CrashPoints>,
+    /// Where the run's time went.
+    pub timing: Timing,
+}
+
+/// Where a run's time went, in milliseconds: the run's wall time, the cases' summed wall time
+/// split into waiting on the implementation, `for:` holds and harness overhead, and the time
+/// slots were held queued behind exclusive cases; then the same per case, slowest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Timing {
+    /// The run's wall time.
+    pub run_ms: u64,
+    /// The cases' summed split.
+    #[serde(flatten)]
+    pub totals: CaseTiming,
+    /// Per case, slowest first.
+    pub cases: Vec<NamedTiming>,
+}
+
+/// One time split, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct CaseTiming {
+    /// Wall time (waiting + holding + overhead).
+    pub wall_ms: u64,
+    /// Waiting on the implementation.
+    pub waiting_ms: u64,
+    /// `for:` holds.
+    pub holding_ms: u64,
+    /// Harness overhead.
+    pub overhead_ms: u64,
+    /// Queued behind an exclusive case (before the wall time).
+    pub queued_ms: u64,
+}
+
+/// The time split of one case.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NamedTiming {
+    /// The case.
+    pub case: String,
+    /// Its split.
+    #[serde(flatten)]
+    pub time: CaseTiming,
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Timing {
+    fn of(results: &RunResults) -> Timing {
+        let t = results.time_totals();
+        let mut cases: Vec<NamedTiming> = results
+            .cases
+            .iter()
+            .map(|r| NamedTiming {
+                case: r.case.clone(),
+                time: CaseTiming {
+                    wall_ms: millis(r.duration),
+                    waiting_ms: millis(r.time.waiting),
+                    holding_ms: millis(r.time.holding),
+                    overhead_ms: millis(r.time.overhead(r.duration)),
+                    queued_ms: millis(r.time.queued),
+                },
+            })
+            .collect();
+        cases.sort_by(|a, b| {
+            b.time
+                .wall_ms
+                .cmp(&a.time.wall_ms)
+                .then_with(|| a.case.cmp(&b.case))
+        });
+        Timing {
+            run_ms: millis(results.duration),
+            totals: CaseTiming {
+                wall_ms: millis(t.cases),
+                waiting_ms: millis(t.waiting),
+                holding_ms: millis(t.holding),
+                overhead_ms: millis(t.overhead),
+                queued_ms: millis(t.queued),
+            },
+            cases,
+        }
+    }
 }
 
 /// Where the pinned crashes of one case landed, in order.
@@ -231,6 +314,7 @@ impl ConformanceReport {
             profiles,
             clauses,
             crash_points,
+            timing: Timing::of(results),
         }
     }
 
@@ -307,14 +391,42 @@ impl ConformanceReport {
                 let _ = writeln!(out, "| {} | {} |", c.case, c.points.join("; "));
             }
         }
+        let s = |ms: u64| format!("{:.1} s", Duration::from_millis(ms).as_secs_f64());
+        let t = &self.timing;
+        let _ = writeln!(out, "\n## Where the time went\n");
+        let _ = writeln!(
+            out,
+            "Run: {}. Cases, summed: {}: waiting on the implementation {}, `for:` holds {}, harness overhead {}; slots queued behind exclusive cases {}.\n",
+            s(t.run_ms),
+            s(t.totals.wall_ms),
+            s(t.totals.waiting_ms),
+            s(t.totals.holding_ms),
+            s(t.totals.overhead_ms),
+            s(t.totals.queued_ms)
+        );
+        let _ = writeln!(
+            out,
+            "| slowest cases | wall | waiting | holds | overhead | queued |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|");
+        for c in t.cases.iter().take(10) {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} |",
+                c.case,
+                s(c.time.wall_ms),
+                s(c.time.waiting_ms),
+                s(c.time.holding_ms),
+                s(c.time.overhead_ms),
+                s(c.time.queued_ms)
+            );
+        }
         out
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::report::event::{CaseResult, Failure};
 
@@ -326,6 +438,7 @@ mod tests {
             profile: Profile::Core,
             outcome,
             duration: Duration::ZERO,
+            time: crate::report::TimeSplit::default(),
             crash_points: Vec::new(),
         }
     }

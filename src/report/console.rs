@@ -103,11 +103,16 @@ impl<W: Write> ProgressLine<W> {
     }
 }
 
-/// The summary table: case, clauses, result, duration; then the totals.
+/// The summary table: case, clauses, result, wall time and where it went (waiting on the
+/// implementation, `for:` holds, harness overhead, queued behind an exclusive case); then
+/// the totals.
 pub fn summary_table(results: &RunResults) -> String {
+    const COLUMNS: usize = 8;
     let rows: Vec<&CaseResult> = results.sorted();
-    let header = ["case", "clauses", "result", "duration"];
-    let cells: Vec<[String; 4]> = rows
+    let header = [
+        "case", "clauses", "result", "duration", "waiting", "holds", "overhead", "queued",
+    ];
+    let cells: Vec<[String; COLUMNS]> = rows
         .iter()
         .map(|r| {
             [
@@ -115,6 +120,10 @@ pub fn summary_table(results: &RunResults) -> String {
                 r.clauses.join(","),
                 r.outcome.label().to_owned(),
                 seconds(r.duration),
+                seconds(r.time.waiting),
+                seconds(r.time.holding),
+                seconds(r.time.overhead(r.duration)),
+                seconds(r.time.queued),
             ]
         })
         .collect();
@@ -125,28 +134,39 @@ pub fn summary_table(results: &RunResults) -> String {
         }
     }
     let mut out = String::new();
-    let line = |out: &mut String, row: [&str; 4]| {
-        let _ = writeln!(
-            out,
-            "{:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}",
-            row[0],
-            row[1],
-            row[2],
-            row[3],
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2],
-            w3 = widths[3]
-        );
+    let line = |out: &mut String, row: [&str; COLUMNS]| {
+        let mut text = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            if i > 0 {
+                text.push_str("  ");
+            }
+            // Names and words left, times right.
+            if i < 3 {
+                let _ = write!(text, "{cell:<width$}");
+            } else {
+                let _ = write!(text, "{cell:>width$}");
+            }
+        }
+        let _ = writeln!(out, "{}", text.trim_end());
     };
     line(&mut out, header);
     for row in &cells {
-        line(&mut out, [&row[0], &row[1], &row[2], &row[3]]);
+        line(&mut out, row.each_ref().map(String::as_str));
     }
+    let t = results.time_totals();
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "case time {}: waiting {}, holds {}, overhead {}; queued behind exclusive cases {}",
+        seconds(t.cases),
+        seconds(t.waiting),
+        seconds(t.holding),
+        seconds(t.overhead),
+        seconds(t.queued)
+    );
     let (pass, fail, skip, error) = results.counts();
     // The closing line keeps the common `N passed, N failed, N skipped` form that CI
     // systems read; harness errors count as failures there and are detailed above it.
-    let _ = writeln!(out);
     if error > 0 {
         let _ = writeln!(
             out,

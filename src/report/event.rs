@@ -80,7 +80,7 @@ pub enum RunEvent {
         description: String,
     },
     /// A case ended.
-    CaseFinished(CaseResult),
+    CaseFinished(Box<CaseResult>),
     /// The run ended.
     RunFinished {
         /// Wall time of the whole run.
@@ -103,8 +103,47 @@ pub struct CaseResult {
     pub outcome: Outcome,
     /// Wall time.
     pub duration: Duration,
+    /// Where that time went.
+    pub time: TimeSplit,
     /// Where each pinned crash landed (`crash before request #37: DELETE pods ...`), in order.
     pub crash_points: Vec<String>,
+}
+
+/// Where a case's time went. Its wall time is `waiting` + `holding` + the harness's
+/// [`overhead`](TimeSplit::overhead); `queued` came before it started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimeSplit {
+    /// Waiting on the implementation: from each `expect` step (or pod action) until the state
+    /// it waits for was there.
+    pub waiting: Duration,
+    /// `for:` holds: the expected state required to keep holding.
+    pub holding: Duration,
+    /// Holding a slot while queued behind an exclusive case (or, for an exclusive case, while
+    /// the cases running beside it finish).
+    pub queued: Duration,
+}
+
+impl TimeSplit {
+    /// The rest of `wall`: the harness's own work (namespace, watches, implementation start,
+    /// fixtures, pod actions, teardown).
+    pub fn overhead(&self, wall: Duration) -> Duration {
+        wall.saturating_sub(self.waiting + self.holding)
+    }
+}
+
+/// Sums of the [`TimeSplit`]s of a run's cases, with their wall times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimeTotals {
+    /// Sum of the cases' wall times.
+    pub cases: Duration,
+    /// Of which waiting on the implementation.
+    pub waiting: Duration,
+    /// Of which `for:` holds.
+    pub holding: Duration,
+    /// Of which harness overhead.
+    pub overhead: Duration,
+    /// Time slots were held queued for an exclusive case (not part of `cases`).
+    pub queued: Duration,
 }
 
 /// Everything a run produced, folded from its events.
@@ -117,6 +156,19 @@ pub struct RunResults {
 }
 
 impl RunResults {
+    /// The cases' time splits summed.
+    pub fn time_totals(&self) -> TimeTotals {
+        let mut t = TimeTotals::default();
+        for r in &self.cases {
+            t.cases += r.duration;
+            t.waiting += r.time.waiting;
+            t.holding += r.time.holding;
+            t.overhead += r.time.overhead(r.duration);
+            t.queued += r.time.queued;
+        }
+        t
+    }
+
     /// Counts of (pass, fail, skip, error); a case not applicable in the revision counts as
     /// skipped.
     pub fn counts(&self) -> (usize, usize, usize, usize) {
@@ -155,7 +207,7 @@ impl Recorder {
     /// Consumes one event.
     pub fn on_event(&mut self, event: &RunEvent) {
         match event {
-            RunEvent::CaseFinished(r) => self.results.cases.push(r.clone()),
+            RunEvent::CaseFinished(r) => self.results.cases.push((**r).clone()),
             RunEvent::RunFinished { duration } => self.results.duration = *duration,
             RunEvent::RunStarted { .. }
             | RunEvent::CaseStarted { .. }

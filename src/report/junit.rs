@@ -36,6 +36,24 @@ fn seconds(r: &CaseResult) -> String {
     format!("{:.3}", r.duration.as_secs_f64())
 }
 
+/// The property names of a time split, in [`time_properties`] order.
+pub const TIME_PROPERTIES: [&str; 4] = [
+    "time-waiting",
+    "time-holding",
+    "time-overhead",
+    "time-queued",
+];
+
+/// A time split as properties, in seconds: waiting on the implementation, `for:` holds,
+/// harness overhead, queued behind an exclusive case.
+fn time_properties(w: &mut Xml, split: [std::time::Duration; 4]) -> std::io::Result<()> {
+    for (name, d) in TIME_PROPERTIES.iter().zip(split) {
+        let value = format!("{:.3}", d.as_secs_f64());
+        empty(w, "property", &[("name", name), ("value", &value)])?;
+    }
+    Ok(())
+}
+
 /// Counts of a set of results as JUnit names them: (tests, failures, errors, skipped).
 fn tally(cases: &[&CaseResult]) -> [(&'static str, String); 4] {
     let count = |f: fn(&Outcome) -> bool| cases.iter().filter(|r| f(&r.outcome)).count();
@@ -113,6 +131,8 @@ fn testcase(w: &mut Xml, r: &CaseResult) -> std::io::Result<()> {
     for point in &r.crash_points {
         empty(w, "property", &[("name", "crash-point"), ("value", point)])?;
     }
+    let overhead = r.time.overhead(r.duration);
+    time_properties(w, [r.time.waiting, r.time.holding, overhead, r.time.queued])?;
     end(w, "properties")?;
     match &r.outcome {
         Outcome::Pass => {}
@@ -193,6 +213,20 @@ fn render(results: &RunResults, timestamp: Timestamp) -> std::io::Result<Vec<u8>
             ("id", id.as_str()),
         ]);
         start(&mut w, "testsuite", &attrs)?;
+        let mut split = [std::time::Duration::ZERO; 4];
+        for r in &cases {
+            let overhead = r.time.overhead(r.duration);
+            for (sum, d) in
+                split
+                    .iter_mut()
+                    .zip([r.time.waiting, r.time.holding, overhead, r.time.queued])
+            {
+                *sum += d;
+            }
+        }
+        start(&mut w, "properties", &[])?;
+        time_properties(&mut w, split)?;
+        end(&mut w, "properties")?;
         for r in cases {
             testcase(&mut w, r)?;
         }

@@ -12,12 +12,15 @@ mod exit;
 mod junit;
 
 pub use conformance::{
-    ClauseVerdict, ConformanceReport, CrashPoints, Implementation, ProfileVerdict, Tally,
+    CaseTiming, ClauseVerdict, ConformanceReport, CrashPoints, Implementation, NamedTiming,
+    ProfileVerdict, Tally, Timing,
 };
 pub use console::{ProgressLine, summary_table};
-pub use event::{CaseResult, Failure, Outcome, Recorder, RunEvent, RunResults};
+pub use event::{
+    CaseResult, Failure, Outcome, Recorder, RunEvent, RunResults, TimeSplit, TimeTotals,
+};
 pub use exit::{
     CASES_ERRORED, CASES_FAILED, INTERRUPTED, INVALID_CATALOG, NO_CASES, SETUP_FAILED, SUCCESS,
     USAGE, exit_code,
 };
-pub use junit::{junit, write_junit};
+pub use junit::{TIME_PROPERTIES, junit, write_junit};

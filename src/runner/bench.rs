@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use quick_xml::Reader;
 use quick_xml::events::Event;
 
+use crate::report::TIME_PROPERTIES;
+
 /// The outcome of one case in one run, as its JUnit testcase says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum CaseVerdict {
@@ -46,6 +48,10 @@ pub struct CaseRun {
     pub verdict: CaseVerdict,
     /// Its wall time.
     pub time: Duration,
+    /// Where it went, from the testcase's properties, in
+    /// [`TIME_PROPERTIES`](crate::report::TIME_PROPERTIES) order (waiting, holds, overhead,
+    /// queued); zeros when the file has none.
+    pub split: [Duration; 4],
 }
 
 /// One run of the catalog.
@@ -208,11 +214,32 @@ fn parse_junit(text: &str) -> Result<Vec<CaseRun>, Box<dyn std::error::Error + S
                         case: format!("{area}/{name}"),
                         verdict: CaseVerdict::Pass,
                         time: Duration::from_secs_f64(secs.max(0.0)),
+                        split: [Duration::ZERO; 4],
                     };
                     if is_empty {
                         cases.push(case);
                     } else {
                         current = Some(case);
+                    }
+                }
+                b"property" => {
+                    let (mut name, mut value) = (String::new(), String::new());
+                    for a in e.attributes() {
+                        let a = a?;
+                        let v = a
+                            .normalized_value(quick_xml::XmlVersion::Implicit1_0)?
+                            .into_owned();
+                        match a.key.as_ref() {
+                            b"name" => name = v,
+                            b"value" => value = v,
+                            _ => {}
+                        }
+                    }
+                    if let Some(c) = current.as_mut()
+                        && let Some(i) = TIME_PROPERTIES.iter().position(|p| *p == name)
+                    {
+                        let secs: f64 = value.parse().unwrap_or(0.0);
+                        c.split[i] = Duration::from_secs_f64(secs.max(0.0));
                     }
                 }
                 b"failure" | b"error" | b"skipped" => {
@@ -299,7 +326,19 @@ pub fn summary(runs: &[Run]) -> String {
         runs.len()
     );
     let _ = writeln!(out, "|---|---|---|---|");
-    for (what, xs) in [("wall", walls), ("summed case time", sums)] {
+    let summed = |i: usize| -> Vec<Duration> {
+        runs.iter()
+            .map(|r| r.cases.iter().map(|c| c.split[i]).sum())
+            .collect()
+    };
+    for (what, xs) in [
+        ("wall", walls),
+        ("summed case time", sums),
+        ("of which waiting on the implementation", summed(0)),
+        ("of which `for:` holds", summed(1)),
+        ("of which harness overhead", summed(2)),
+        ("slots queued behind exclusive cases", summed(3)),
+    ] {
         if let Some((lo, mid, hi)) = spread(xs) {
             let _ = writeln!(
                 out,
@@ -365,7 +404,7 @@ mod tests {
 <testsuites>
   <testsuite name="guards" tests="3">
     <testcase name="a" classname="grove-conformance.guards" time="1.500">
-      <properties><property name="clause" value="C1"/></properties>
+      <properties><property name="clause" value="C1"/><property name="time-waiting" value="1.000"/><property name="time-holding" value="0.250"/><property name="time-overhead" value="0.250"/><property name="time-queued" value="3.000"/></properties>
     </testcase>
     <testcase name="b" classname="grove-conformance.guards" time="2.000">
       <properties/>
@@ -395,6 +434,11 @@ mod tests {
                 ("crash/d", CaseVerdict::Pass, 200),
             ]
         );
+        assert_eq!(
+            cases[0].split.map(|d| d.as_millis()),
+            [1000, 250, 250, 3000]
+        );
+        assert_eq!(cases[1].split, [Duration::ZERO; 4]);
     }
 
     fn run(index: usize, wall: u64, verdict_b: CaseVerdict) -> Run {
@@ -407,11 +451,18 @@ mod tests {
                     case: "guards/a".into(),
                     verdict: CaseVerdict::Pass,
                     time: Duration::from_secs(1),
+                    split: [Duration::ZERO; 4],
                 },
                 CaseRun {
                     case: "guards/b".into(),
                     verdict: verdict_b,
                     time: Duration::from_secs(3),
+                    split: [
+                        Duration::from_secs(wall),
+                        Duration::ZERO,
+                        Duration::ZERO,
+                        Duration::ZERO,
+                    ],
                 },
             ],
             out: PathBuf::from("/x"),
@@ -427,6 +478,10 @@ mod tests {
         ];
         let s = summary(&runs);
         assert!(s.contains("| wall | 10.0 | 20.0 | 30.0 |"), "{s}");
+        assert!(
+            s.contains("| of which waiting on the implementation | 10.0 | 20.0 | 30.0 |"),
+            "{s}"
+        );
         assert!(s.contains("- guards/b: 1:pass 2:fail 3:pass"), "{s}");
         assert!(!s.contains("- guards/a: 1:"), "{s}");
         assert!(s.contains("- guards/b: 3.0 s\n- guards/a: 1.0 s"), "{s}");

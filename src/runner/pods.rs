@@ -141,6 +141,33 @@ impl PodDriver {
         }
     }
 
+    /// Whether a case can have nodes of its own, so that losing one touches no other case
+    /// (the simulated fleet reserves nodes; a kind cluster's few workers are shared).
+    pub fn private_nodes(&self) -> bool {
+        matches!(self, PodDriver::Simulated(_))
+    }
+
+    /// Reserves `count` nodes for the pods of `namespace`, where [`private_nodes`] allows.
+    ///
+    /// [`private_nodes`]: PodDriver::private_nodes
+    pub async fn reserve_nodes(&self, namespace: &str, count: usize) -> Result<(), String> {
+        match self {
+            PodDriver::Simulated(fleet) => fleet
+                .reserve_nodes(namespace, count)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            PodDriver::Real(_) => Ok(()),
+        }
+    }
+
+    /// Ends the reservations of `namespace`.
+    pub fn release_nodes(&self, namespace: &str) {
+        if let PodDriver::Simulated(fleet) = self {
+            fleet.release_nodes(namespace);
+        }
+    }
+
     /// Brings a lost node back.
     pub async fn recover_node(&self, node: &str) -> Result<(), String> {
         match self {

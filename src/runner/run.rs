@@ -11,12 +11,12 @@ use futures::FutureExt;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{Mutex as AsyncMutex, RwLock, Semaphore};
 
-use super::case::{RunContext, needs_exclusive, run_case};
+use super::case::{RunContext, needs_exclusive, run_case_queued};
 use super::implementation::{ImplementationSpec, Instance};
 use super::target::TargetHandles;
 use crate::catalog::{Case, Catalog, Profile};
 use crate::proxy::ApiProxy;
-use crate::report::{CaseResult, Outcome, Recorder, RunEvent, RunResults};
+use crate::report::{CaseResult, Outcome, Recorder, RunEvent, RunResults, TimeSplit};
 use crate::vocab::Vocabulary;
 
 /// Which cases to run.
@@ -73,7 +73,9 @@ async fn guarded(
     let started = Instant::now();
     if let Err(panic) = AssertUnwindSafe(run).catch_unwind().await {
         let message = format!("the harness panicked: {}", panic_message(panic.as_ref()));
-        let _ = events.send(RunEvent::CaseFinished(broken(case, message, started)));
+        let _ = events.send(RunEvent::CaseFinished(Box::new(broken(
+            case, message, started,
+        ))));
     }
 }
 
@@ -86,6 +88,7 @@ fn broken(case: &Case, message: String, started: Instant) -> CaseResult {
         profile: case.profile,
         outcome: Outcome::Error { message },
         duration: started.elapsed(),
+        time: TimeSplit::default(),
         crash_points: Vec::new(),
     }
 }
@@ -180,9 +183,9 @@ pub async fn run_cases(
     let slots = Arc::new(Semaphore::new(settings.jobs.max(1)));
     let cluster = Arc::new(RwLock::new(()));
     // Exclusive cases last, so they do not hold up the parallel ones.
-    let (mut ordered, exclusive): (Vec<Case>, Vec<Case>) = cases
-        .into_iter()
-        .partition(|c| !needs_exclusive(c, &context.catalog, &settings.implementation));
+    let (mut ordered, exclusive): (Vec<Case>, Vec<Case>) = cases.into_iter().partition(|c| {
+        !needs_exclusive(c, &context.catalog, &settings.implementation, &context.pods)
+    });
     ordered.extend(exclusive);
     let mut tasks = Vec::new();
     // With fail-fast, the first case that failed or errored.
@@ -191,7 +194,12 @@ pub async fn run_cases(
         let context = context.clone();
         let slots = slots.clone();
         let cluster = cluster.clone();
-        let exclusive = needs_exclusive(&case, &context.catalog, &settings.implementation);
+        let exclusive = needs_exclusive(
+            &case,
+            &context.catalog,
+            &settings.implementation,
+            &context.pods,
+        );
         let header = case.clone();
         let fail_fast = settings.fail_fast.then(|| first_failure.clone());
         let task = tokio::spawn(async move {
@@ -209,16 +217,19 @@ pub async fn run_cases(
                 result.outcome = Outcome::Skip {
                     reason: format!("not run: --fail-fast stopped the run after `{failed}` failed"),
                 };
-                let _ = context.events.send(RunEvent::CaseFinished(result));
+                let _ = context
+                    .events
+                    .send(RunEvent::CaseFinished(Box::new(result)));
                 return;
             }
             guarded(&case, &context.events, async {
+                let queued = Instant::now();
                 let result = if exclusive {
                     let _alone = cluster.write().await;
-                    run_case(&context, &case).await
+                    run_case_queued(&context, &case, queued.elapsed()).await
                 } else {
                     let _shared = cluster.read().await;
-                    run_case(&context, &case).await
+                    run_case_queued(&context, &case, queued.elapsed()).await
                 };
                 if let Some(first) = &fail_fast
                     && matches!(result.outcome, Outcome::Fail(_) | Outcome::Error { .. })
@@ -238,7 +249,9 @@ pub async fn run_cases(
     for (case, task) in tasks {
         if let Err(error) = task.await {
             let message = format!("the case's task ended without a result: {error}");
-            let _ = tx.send(RunEvent::CaseFinished(broken(&case, message, started)));
+            let _ = tx.send(RunEvent::CaseFinished(Box::new(broken(
+                &case, message, started,
+            ))));
         }
     }
     if let Some(instance) = &context.shared_instance {
@@ -272,11 +285,11 @@ mod tests {
             other => panic!("expected an error, got {other:?}"),
         }
         let mut recorder = Recorder::new();
-        recorder.on_event(&RunEvent::CaseFinished(broken(
+        recorder.on_event(&RunEvent::CaseFinished(Box::new(broken(
             &case,
             "x".into(),
             Instant::now(),
-        )));
+        ))));
         assert_eq!(recorder.results().counts(), (0, 0, 0, 1));
         assert_eq!(
             crate::report::exit_code(recorder.results()),

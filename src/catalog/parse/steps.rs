@@ -361,12 +361,12 @@ impl Parser<'_> {
             None => None,
         };
         if let (Some(Trigger::Request(_)), Some(a), Some(n)) = (&when, action, f.get("when"))
-            && a != ControllerAction::Crash
+            && a == ControllerAction::Resume
         {
             self.error(
                 n.pos,
                 &f.child("when"),
-                "a `request:` trigger pins a crash: use it with `action: crash`",
+                "a `request:` trigger pins a crash or a pause: use it with `action: crash` or `action: pause`",
             );
             return None;
         }

@@ -126,6 +126,11 @@ struct NodeState {
     pods: HashSet<String>,
     cpu_used: u64,
     next_ip: u32,
+    /// Kept for one namespace at a time (see [`Fleet::reserve_nodes`]): never used for the
+    /// pods of any other.
+    private: bool,
+    /// The namespace it is reserved for now.
+    reserved_for: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -144,6 +149,8 @@ struct Inner {
     actions: Mutex<Vec<HarnessAction>>,
     /// resourceVersions of the pod writes this fleet made (statuses as the kubelet).
     writes: Mutex<HashSet<u64>>,
+    /// How many private nodes were registered (they are numbered in order).
+    private_nodes: std::sync::atomic::AtomicUsize,
 }
 
 /// The running fleet. Dropping it stops the simulation (the Node objects stay).
@@ -189,6 +196,8 @@ impl Fleet {
                 pods: HashSet::new(),
                 cpu_used: 0,
                 next_ip: 2,
+                private: false,
+                reserved_for: None,
             });
         }
         let inner = Arc::new(Inner {
@@ -200,6 +209,7 @@ impl Fleet {
             }),
             actions: Mutex::new(Vec::new()),
             writes: Mutex::new(HashSet::new()),
+            private_nodes: std::sync::atomic::AtomicUsize::new(0),
         });
         let leases = tokio::spawn(renew_leases(inner.clone()));
         let pods = tokio::spawn(watch_pods(inner.clone()));

@@ -47,6 +47,17 @@ impl Fleet {
         labels: BTreeMap<String, String>,
         taints: Vec<Taint>,
     ) -> Result<String, FleetError> {
+        self.register(name, labels, taints, None).await
+    }
+
+    /// Registers a node; `reserved_for`: a private node, reserved for that namespace.
+    async fn register(
+        &self,
+        name: &str,
+        labels: BTreeMap<String, String>,
+        taints: Vec<Taint>,
+        reserved_for: Option<&str>,
+    ) -> Result<String, FleetError> {
         let (ip, all_labels) = {
             let state = self.inner.lock();
             let k = state.nodes.len();
@@ -73,9 +84,60 @@ impl Fleet {
             pods: HashSet::new(),
             cpu_used: 0,
             next_ip: 2,
+            private: reserved_for.is_some(),
+            reserved_for: reserved_for.map(str::to_string),
         });
         retry_unscheduled(&self.inner, &state);
         Ok(name.to_string())
+    }
+
+    /// Reserves `count` nodes for the pods of `namespace`, and returns their names: from then
+    /// on its pods are bound only to them and no other pods are, so losing one of them touches
+    /// that namespace alone (a case that loses a node need not run alone). Private nodes a
+    /// released reservation left idle are taken first; the rest are registered.
+    pub async fn reserve_nodes(
+        &self,
+        namespace: &str,
+        count: usize,
+    ) -> Result<Vec<String>, FleetError> {
+        let mut reserved = Vec::new();
+        while reserved.len() < count {
+            let spare = {
+                let mut state = self.inner.lock();
+                state
+                    .nodes
+                    .iter_mut()
+                    .find(|n| n.private && n.reserved_for.is_none() && !n.lost)
+                    .map(|n| {
+                        n.reserved_for = Some(namespace.to_string());
+                        n.name.clone()
+                    })
+            };
+            let name = match spare {
+                Some(name) => name,
+                None => {
+                    let k = self
+                        .inner
+                        .private_nodes
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let name = format!("{}-private-{k}", self.inner.options.name_prefix);
+                    self.register(&name, BTreeMap::new(), Vec::new(), Some(namespace))
+                        .await?
+                }
+            };
+            reserved.push(name);
+        }
+        Ok(reserved)
+    }
+
+    /// Ends the reservations of `namespace`: its nodes wait idle for the next reservation.
+    pub fn release_nodes(&self, namespace: &str) {
+        let mut state = self.inner.lock();
+        for n in &mut state.nodes {
+            if n.reserved_for.as_deref() == Some(namespace) {
+                n.reserved_for = None;
+            }
+        }
     }
 
     /// Brings a lost node back: Ready again, lease renewed, schedulable.

@@ -42,6 +42,7 @@ pub fn parse_cpu_millis(quantity: &str) -> u64 {
 /// What of a pod the scheduler filters on.
 #[derive(Debug, Clone, Default)]
 struct Fit {
+    namespace: String,
     cpu: u64,
     selector: BTreeMap<String, String>,
     tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
@@ -51,6 +52,7 @@ impl Fit {
     fn of(pod: &Pod) -> Fit {
         let spec = pod.spec.as_ref();
         Fit {
+            namespace: pod.namespace().unwrap_or_default(),
             cpu: cpu_request_millis(pod),
             selector: spec
                 .and_then(|s| s.node_selector.clone())
@@ -73,8 +75,16 @@ impl Fit {
         })
     }
 
-    fn fits(&self, node: &NodeState, max_pods: usize, cpu_capacity: u64) -> bool {
-        !node.lost
+    /// `reserved`: whether the pod's namespace has nodes of its own, which then are the only
+    /// ones it may use; no other namespace's pod goes to a private node.
+    fn fits(&self, node: &NodeState, reserved: bool, max_pods: usize, cpu_capacity: u64) -> bool {
+        let allowed = if reserved {
+            node.reserved_for.as_deref() == Some(self.namespace.as_str())
+        } else {
+            !node.private
+        };
+        allowed
+            && !node.lost
             && node.pods.len() < max_pods
             && node.cpu_used + self.cpu <= cpu_capacity
             && self
@@ -91,11 +101,15 @@ impl Fit {
 
 /// Picks the least-loaded node the pod fits on (room, node selector, taints).
 fn pick_node(state: &State, max_pods: usize, cpu_capacity: u64, fit: &Fit) -> Option<usize> {
+    let reserved = state
+        .nodes
+        .iter()
+        .any(|n| n.reserved_for.as_deref() == Some(fit.namespace.as_str()));
     state
         .nodes
         .iter()
         .enumerate()
-        .filter(|(_, n)| fit.fits(n, max_pods, cpu_capacity))
+        .filter(|(_, n)| fit.fits(n, reserved, max_pods, cpu_capacity))
         .min_by_key(|(_, n)| (n.cpu_used, n.pods.len()))
         .map(|(i, _)| i)
 }
@@ -234,6 +248,8 @@ mod tests {
             pods: (0..pods).map(|i| format!("{name}-{i}")).collect(),
             cpu_used,
             next_ip: 2,
+            private: false,
+            reserved_for: None,
         };
         let state = State {
             nodes: vec![
@@ -255,6 +271,53 @@ mod tests {
     }
 
     #[test]
+    fn a_namespace_with_reserved_nodes_uses_only_those_and_nobody_else_does() {
+        let node =
+            |name: &str, cpu_used: u64, private: bool, reserved_for: Option<&str>| NodeState {
+                name: name.into(),
+                ip: "10.0.1.1".into(),
+                lost: false,
+                labels: default_labels(name),
+                taints: Vec::new(),
+                pods: HashSet::new(),
+                cpu_used,
+                next_ip: 2,
+                private,
+                reserved_for: reserved_for.map(str::to_string),
+            };
+        let state = State {
+            nodes: vec![
+                node("shared", 0, false, None),
+                node("mine", 3000, true, Some("case-a")),
+                node("theirs", 0, true, Some("case-b")),
+                node("idle", 0, true, None),
+            ],
+            ..State::default()
+        };
+        let of = |namespace: &str| Fit {
+            namespace: namespace.into(),
+            ..Fit::default()
+        };
+        // The reserving namespace goes to its own node, though the shared one is emptier.
+        assert_eq!(pick_node(&state, 10, 4000, &of("case-a")), Some(1));
+        // Everyone else goes to the shared node, never to a private one, idle or not.
+        assert_eq!(pick_node(&state, 10, 4000, &of("case-c")), Some(0));
+        // A full reservation does not spill over to shared nodes.
+        assert_eq!(
+            pick_node(
+                &state,
+                10,
+                4000,
+                &Fit {
+                    cpu: 2000,
+                    ..of("case-a")
+                }
+            ),
+            None
+        );
+    }
+
+    #[test]
     fn node_selectors_and_taints_are_honoured() {
         let mut dedicated = NodeState {
             name: "dedicated".into(),
@@ -269,10 +332,12 @@ mod tests {
             pods: HashSet::new(),
             cpu_used: 0,
             next_ip: 2,
+            private: false,
+            reserved_for: None,
         };
         let plain = Fit::default();
         assert!(
-            !plain.fits(&dedicated, 10, 1000),
+            !plain.fits(&dedicated, false, 10, 1000),
             "an untolerated taint was ignored"
         );
         let tolerant: Pod = serde_json::from_value(json!({"spec": {
@@ -281,18 +346,18 @@ mod tests {
             "tolerations": [{"key": "test/dedicated", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}]
         }}))
         .unwrap();
-        assert!(Fit::of(&tolerant).fits(&dedicated, 10, 1000));
+        assert!(Fit::of(&tolerant).fits(&dedicated, false, 10, 1000));
         dedicated
             .labels
             .insert("kubernetes.io/hostname".into(), "other".into());
         assert!(
-            !Fit::of(&tolerant).fits(&dedicated, 10, 1000),
+            !Fit::of(&tolerant).fits(&dedicated, false, 10, 1000),
             "the node selector was ignored"
         );
         let exists: Pod = serde_json::from_value(json!({"spec": {
             "containers": [], "tolerations": [{"operator": "Exists"}]
         }}))
         .unwrap();
-        assert!(Fit::of(&exists).fits(&dedicated, 10, 1000));
+        assert!(Fit::of(&exists).fits(&dedicated, false, 10, 1000));
     }
 }

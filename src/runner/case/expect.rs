@@ -1,7 +1,7 @@
 //! `remember` and `expect`: recording UIDs, and judging expectations against the watched
 //! state, waiting for them to hold (`within`) and requiring them to keep holding (`for`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::steps::{CaseRun, StepError, fail};
 use crate::catalog::{Expectation, Remember};
@@ -48,6 +48,22 @@ impl CaseRun<'_> {
     /// [`DEFAULT_WITHIN`]), or requires it to hold when the step runs (`for` alone); then, with
     /// `for`, requires it to keep holding that long.
     pub(super) async fn expect(&self, exp: &Expectation) -> Result<(), StepError> {
+        let begun = Instant::now();
+        let mut reached = None;
+        let result = self.expect_marking(exp, &mut reached).await;
+        let end = Instant::now();
+        let reached = reached.unwrap_or(end);
+        self.spent(reached - begun, end - reached);
+        result
+    }
+
+    /// [`expect`](Self::expect), noting in `reached` when the expected state was there (the
+    /// wait ends and the hold begins).
+    async fn expect_marking(
+        &self,
+        exp: &Expectation,
+        reached: &mut Option<Instant>,
+    ) -> Result<(), StepError> {
         let mut changes = self.observer.subscribe();
         let within = match (exp.within, exp.hold) {
             (Some(w), _) => Some(w.as_std()),
@@ -89,6 +105,7 @@ impl CaseRun<'_> {
                 return Err(failure(&eval, "not true when the step ran".into()));
             }
         }
+        *reached = Some(Instant::now());
         if let Some(hold) = exp.hold {
             let hold = hold.as_std();
             let deadline = tokio::time::Instant::now() + hold;

@@ -12,12 +12,12 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use tokio::sync::Mutex as AsyncMutex;
 
-use super::requirements::{is_large, skip_reason};
+use super::requirements::{case_pods, is_large, loses_node, skip_reason};
 use super::steps::{CaseRun, StepError, execute};
-use crate::catalog::{Applicability, Case, Catalog, RequestPin};
+use crate::catalog::{Applicability, Case, Catalog, ControllerAction, RequestPin};
 use crate::monitor::Violation;
 use crate::proxy::{ApiProxy, FaultAction, HookPosition, RequestInfo};
-use crate::report::{CaseResult, Failure, Outcome, RunEvent};
+use crate::report::{CaseResult, Failure, Outcome, RunEvent, TimeSplit};
 use crate::runner::implementation::{ImplementationSpec, Instance};
 use crate::runner::observe::Observer;
 use crate::runner::pods::PodDriver;
@@ -72,16 +72,24 @@ impl std::fmt::Debug for RunContext {
 
 /// Runs one case end to end and returns its result.
 pub async fn run_case(run: &RunContext, case: &Case) -> CaseResult {
+    run_case_queued(run, case, Duration::ZERO).await
+}
+
+/// [`run_case`] for a case that held a slot for `queued` before it could start (behind an
+/// exclusive case, or as one).
+pub async fn run_case_queued(run: &RunContext, case: &Case, queued: Duration) -> CaseResult {
     let started = Instant::now();
     let _ = run.events.send(RunEvent::CaseStarted {
         case: case.name.clone(),
     });
     let applicability = run.catalog.applicability(case, run.vocab.revision());
-    let (outcome, crash_points) = match (applicability, skip_reason(case, run)) {
-        (Applicability::NotApplicable(reason), _) => {
-            (Outcome::NotApplicable { reason }, Vec::new())
-        }
-        (_, Some(reason)) => (Outcome::Skip { reason }, Vec::new()),
+    let (outcome, crash_points, time) = match (applicability, skip_reason(case, run)) {
+        (Applicability::NotApplicable(reason), _) => (
+            Outcome::NotApplicable { reason },
+            Vec::new(),
+            TimeSplit::default(),
+        ),
+        (_, Some(reason)) => (Outcome::Skip { reason }, Vec::new(), TimeSplit::default()),
         (_, None) => {
             let timeout = case
                 .timeout
@@ -97,27 +105,36 @@ pub async fn run_case(run: &RunContext, case: &Case) -> CaseResult {
         profile: case.profile,
         outcome,
         duration: started.elapsed(),
+        time: TimeSplit { queued, ..time },
         crash_points,
     };
-    let _ = run.events.send(RunEvent::CaseFinished(result.clone()));
+    let _ = run
+        .events
+        .send(RunEvent::CaseFinished(Box::new(result.clone())));
     result
 }
 
 /// Runs the steps of a case that applies here: its namespace, observer and implementation
 /// instance, the steps under `timeout`, the monitor's verdict, then the teardown. Returns the
-/// outcome and where each pinned crash landed.
-async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> (Outcome, Vec<String>) {
+/// outcome, where each pinned crash landed, and how long the steps waited and held.
+async fn run_steps(
+    run: &RunContext,
+    case: &Case,
+    timeout: Duration,
+) -> (Outcome, Vec<String>, TimeSplit) {
     let mut crash_points = Vec::new();
-    let outcome = run_steps_noting(run, case, timeout, &mut crash_points).await;
-    (outcome, crash_points)
+    let mut time = TimeSplit::default();
+    let outcome = run_steps_noting(run, case, timeout, &mut crash_points, &mut time).await;
+    (outcome, crash_points, time)
 }
 
-/// [`run_steps`], noting the crash points in `crash_points`.
+/// [`run_steps`], noting the crash points in `crash_points` and the time split in `time`.
 async fn run_steps_noting(
     run: &RunContext,
     case: &Case,
     timeout: Duration,
     crash_points: &mut Vec<String>,
+    time: &mut TimeSplit,
 ) -> Outcome {
     let namespace = namespace_for(&case.name);
     let namespaces: Api<Namespace> = Api::all(run.client.clone());
@@ -181,6 +198,7 @@ async fn run_steps_noting(
         remembered: BTreeMap::new(),
         triggers: Vec::new(),
         lost_nodes: Vec::new(),
+        time: std::sync::Mutex::default(),
     };
     if let Some(pin) = &run.inject_pin {
         let Some(instance) = ctx.instance.clone() else {
@@ -189,12 +207,24 @@ async fn run_steps_noting(
             };
         };
         if let Err(StepError::Skip(reason) | StepError::Error(reason)) =
-            ctx.pin_crash(instance, pin)
+            ctx.pin_action(instance, pin, ControllerAction::Crash)
         {
             return Outcome::Skip { reason };
         }
     }
+    // A case that loses a node gets nodes of its own where the pod driver can give them: one
+    // per pod (up to the fleet's usual spread), so a lost node takes this case's pods alone.
+    let private_nodes = loses_node(case) && run.pods.private_nodes();
+    if private_nodes {
+        let count = usize::try_from(case_pods(case, &run.catalog).clamp(1, 8)).unwrap_or(8);
+        if let Err(e) = run.pods.reserve_nodes(&namespace, count).await {
+            return Outcome::Error {
+                message: format!("failed to reserve nodes for the case: {e}"),
+            };
+        }
+    }
     let result = tokio::time::timeout(timeout, execute(&mut ctx)).await;
+    *time = ctx.time_split();
     let outcome = match result {
         Ok(Ok(())) => Outcome::Pass,
         Ok(Err(StepError::Fail(f))) => Outcome::Fail(f),
@@ -222,9 +252,9 @@ async fn run_steps_noting(
         trigger.abort();
     }
     if let Some(proxy) = &ctx.proxy {
-        let landed = landed_crashes(proxy, &namespace);
+        let landed = landed_pins(proxy, &namespace, &ctx.pins);
         // A pin the implementation never reached tested nothing: say so rather than pass.
-        if let Some(missed) = ctx.pins.get(landed.len())
+        if let Some((missed, _)) = ctx.pins.get(landed.len())
             && outcome == Outcome::Pass
         {
             outcome = Outcome::Skip {
@@ -250,6 +280,9 @@ async fn run_steps_noting(
         if let Err(e) = run.pods.recover_node(&node).await {
             tracing::warn!(node, error = %e, "a lost node did not recover");
         }
+    }
+    if private_nodes {
+        run.pods.release_nodes(&namespace);
     }
     if run.implementation.per_case()
         && let Some(instance) = ctx.instance.take()
@@ -327,13 +360,22 @@ fn with_monitor_verdict(
 }
 
 /// Where each hook of the case's namespace fired, in order, as one line each.
-fn landed_crashes(proxy: &ApiProxy, namespace: &str) -> Vec<String> {
+fn landed_pins(
+    proxy: &ApiProxy,
+    namespace: &str,
+    pins: &[(RequestPin, ControllerAction)],
+) -> Vec<String> {
     proxy
         .fired()
         .into_iter()
         .filter(|f| matches!(f.action, FaultAction::Hook { .. }))
         .filter(|f| f.request.namespace == namespace)
-        .map(|f| {
+        .zip(pins)
+        .map(|(f, (_, action))| {
+            let action = match action {
+                ControllerAction::Pause => "pause",
+                _ => "crash",
+            };
             let position = match f.action {
                 FaultAction::Hook {
                     position: HookPosition::After,
@@ -341,7 +383,7 @@ fn landed_crashes(proxy: &ApiProxy, namespace: &str) -> Vec<String> {
                 _ => "before",
             };
             let mut what = format!(
-                "crash {position} request #{}: {} {}",
+                "{action} {position} request #{}: {} {}",
                 f.seq,
                 f.request.verb.as_str(),
                 f.request.resource

@@ -19,6 +19,18 @@ impl CaseRun<'_> {
         selector: &PodSelector,
         running: bool,
     ) -> Result<Vec<String>, StepError> {
+        let begun = std::time::Instant::now();
+        let selected = self.await_selected_pods(selector, running).await;
+        self.spent(begun.elapsed(), std::time::Duration::ZERO);
+        selected
+    }
+
+    /// [`selected_pods`](Self::selected_pods), untimed.
+    async fn await_selected_pods(
+        &self,
+        selector: &PodSelector,
+        running: bool,
+    ) -> Result<Vec<String>, StepError> {
         let mut changes = self.observer.subscribe();
         let deadline = tokio::time::Instant::now() + DEFAULT_WITHIN;
         loop {

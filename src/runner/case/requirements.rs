@@ -10,6 +10,7 @@ use crate::catalog::{
     merge_patch,
 };
 use crate::runner::implementation::ImplementationSpec;
+use crate::runner::pods::PodDriver;
 use crate::vocab::Kind;
 
 /// Cases creating at least this many pods run alone: on a small machine they would starve
@@ -52,23 +53,37 @@ pub fn fixture_pods(manifest: &Value) -> u64 {
     pcs_replicas * per_replica
 }
 
-/// Whether a case creates [`LARGE_CASE_PODS`] pods or more: a fixture it declares, or one it
-/// applies with a patch (which is how the 256-pod cases scale).
-pub(super) fn is_large(case: &Case, catalog: &Catalog) -> bool {
-    let large = |manifest: &Value| fixture_pods(manifest) >= LARGE_CASE_PODS;
-    case.fixtures
+/// The most pods one of a case's workloads asks for: a fixture it declares, or one it applies
+/// with a patch (which is how the 256-pod cases scale).
+pub(super) fn case_pods(case: &Case, catalog: &Catalog) -> u64 {
+    let declared = case
+        .fixtures
         .iter()
-        .any(|f| catalog.fixture(f).is_some_and(|fx| large(&fx.manifest)))
-        || case.steps.iter().any(|s| match &s.kind {
-            StepKind::Apply(a) => catalog.fixture(&a.fixture).is_some_and(|fx| {
-                let mut manifest = fx.manifest.clone();
-                if let Some(patch) = &a.patch {
-                    merge_patch(&mut manifest, patch);
-                }
-                large(&manifest)
-            }),
-            _ => false,
-        })
+        .filter_map(|f| catalog.fixture(f))
+        .map(|fx| fixture_pods(&fx.manifest));
+    let applied = case.steps.iter().filter_map(|s| match &s.kind {
+        StepKind::Apply(a) => catalog.fixture(&a.fixture).map(|fx| {
+            let mut manifest = fx.manifest.clone();
+            if let Some(patch) = &a.patch {
+                merge_patch(&mut manifest, patch);
+            }
+            fixture_pods(&manifest)
+        }),
+        _ => None,
+    });
+    declared.chain(applied).max().unwrap_or(0)
+}
+
+/// Whether a case creates [`LARGE_CASE_PODS`] pods or more.
+pub(super) fn is_large(case: &Case, catalog: &Catalog) -> bool {
+    case_pods(case, catalog) >= LARGE_CASE_PODS
+}
+
+/// Whether a case loses a node.
+pub(super) fn loses_node(case: &Case) -> bool {
+    case.steps
+        .iter()
+        .any(|s| matches!(&s.kind, StepKind::Pods(p) if matches!(p.action, PodAction::LoseNode(_))))
 }
 
 /// Whether a case needs the cluster to itself: it loses a node, it pauses or crashes an
@@ -77,13 +92,15 @@ pub fn needs_exclusive(
     case: &Case,
     catalog: &Catalog,
     implementation: &ImplementationSpec,
+    pods: &PodDriver,
 ) -> bool {
     is_large(case, catalog)
-        || case.steps.iter().any(|s| match &s.kind {
-            StepKind::Pods(p) => matches!(p.action, PodAction::LoseNode(_)),
-            StepKind::Controller(_) => !implementation.per_case(),
-            _ => false,
-        })
+        || (loses_node(case) && !pods.private_nodes())
+        || (!implementation.per_case()
+            && case
+                .steps
+                .iter()
+                .any(|s| matches!(s.kind, StepKind::Controller(_))))
 }
 
 /// Why a case cannot run here, if it cannot.

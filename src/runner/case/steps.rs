@@ -3,13 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::lifecycle::RunContext;
-use crate::catalog::{Case, RequestPin, StepKind, Target, UidSubject};
+use crate::catalog::{Case, ControllerAction, RequestPin, StepKind, Target, UidSubject};
 use crate::proxy::ApiProxy;
-use crate::report::{Failure, RunEvent};
+use crate::report::{Failure, RunEvent, TimeSplit};
 use crate::runner::implementation::Instance;
 use crate::runner::observe::Observer;
 use crate::vocab::Vocabulary;
@@ -28,14 +29,16 @@ pub(super) struct CaseRun<'a> {
     pub(super) instance: Option<Arc<AsyncMutex<Instance>>>,
     /// The API proxy the instance reaches the apiserver through, if any.
     pub(super) proxy: Option<Arc<ApiProxy>>,
-    /// The `request:` crash pins armed, in order.
-    pub(super) pins: Vec<RequestPin>,
+    /// The `request:` pins armed, in order, with what each does (crash or pause).
+    pub(super) pins: Vec<(RequestPin, ControllerAction)>,
     /// `remember` label → the subject and its UID then.
     pub(super) remembered: BTreeMap<String, (UidSubject, String)>,
     /// Armed `controller … when` triggers.
     pub(super) triggers: Vec<tokio::task::JoinHandle<Result<(), String>>>,
     /// Nodes the case lost, recovered at its end.
     pub(super) lost_nodes: Vec<String>,
+    /// How long the steps waited on the implementation and held expectations.
+    pub(super) time: std::sync::Mutex<TimeSplit>,
 }
 
 /// Why a step did not go through: the case fails, is skipped, or could not be judged.
@@ -134,6 +137,18 @@ pub(super) fn target_name(target: &Target) -> String {
 }
 
 impl CaseRun<'_> {
+    /// Adds a wait on the implementation (`waited`) or a hold (`held`) to the case's split.
+    pub(super) fn spent(&self, waited: Duration, held: Duration) {
+        let mut time = self.time.lock().unwrap_or_else(|p| p.into_inner());
+        time.waiting += waited;
+        time.holding += held;
+    }
+
+    /// How long the steps waited and held so far.
+    pub(super) fn time_split(&self) -> TimeSplit {
+        *self.time.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The vocabulary of the selected revision.
     pub(super) fn vocab(&self) -> &Vocabulary {
         &self.run.vocab

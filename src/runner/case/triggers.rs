@@ -28,7 +28,7 @@ impl CaseRun<'_> {
             return act(&instance, action).await.map_err(StepError::Error);
         };
         if let Trigger::Request(pin) = &trigger {
-            return self.pin_crash(instance, pin);
+            return self.pin_action(instance, pin, action);
         }
         let mut changes = self.observer.subscribe();
         let vocab = *self.vocab();
@@ -51,12 +51,14 @@ impl CaseRun<'_> {
 
 impl CaseRun<'_> {
     /// `when: {request: ...}`: the case's API proxy holds the implementation's matching
-    /// request and crashes it there (and restarts it); the request is then dropped. Where
-    /// the crash landed is reported with the case's result.
-    pub(super) fn pin_crash(
+    /// request and crashes it there (and restarts it), or pauses it there; the request is
+    /// then dropped (a paused implementation sees its connection gone once resumed). Where
+    /// the pin landed is reported with the case's result.
+    pub(super) fn pin_action(
         &mut self,
         instance: Arc<AsyncMutex<Instance>>,
         pin: &RequestPin,
+        action: ControllerAction,
     ) -> Result<(), StepError> {
         let proxy = self.proxy.clone().ok_or_else(|| {
             StepError::Skip(
@@ -94,13 +96,13 @@ impl CaseRun<'_> {
             let instance = instance.clone();
             let done_tx = done_tx.clone();
             async move {
-                let result = act(&instance, ControllerAction::Crash).await;
+                let result = act(&instance, action).await;
                 if let Some(tx) = done_tx.lock().unwrap_or_else(|p| p.into_inner()).take() {
                     let _ = tx.send(result);
                 }
             }
         });
-        self.pins.push(pin.clone());
+        self.pins.push((pin.clone(), action));
         self.triggers.push(tokio::spawn(async move {
             // Never firing is judged at the end of the case, not here.
             done_rx.await.unwrap_or(Ok(()))

@@ -86,7 +86,7 @@ struct RunArgs {
     /// (repeatable).
     #[arg(long)]
     filter: Vec<String>,
-    /// Cases at once.
+    /// Cases at once (default: 8 × cores, between 4 and 16).
     #[arg(short = 'j', long)]
     jobs: Option<usize>,
     /// Where the JUnit XML goes (default: <out>/junit.xml).

@@ -346,6 +346,45 @@ pub(crate) struct Builder {
     started: Instant,
     steps: usize,
     step: usize,
+    /// While `go build -v` runs: how many packages it may compile at most.
+    counting: Option<usize>,
+}
+
+/// `go` with `args` in `dir`, as every build step runs it.
+fn go(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new("go");
+    command
+        .args(args)
+        .current_dir(dir)
+        .env("CGO_ENABLED", "0")
+        .env("GOFLAGS", "-mod=mod -buildvcs=false");
+    command
+}
+
+/// How many packages `go build -v` reported compiled in the log after byte `start`.
+fn compiled_since(log: &Path, start: u64) -> usize {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut text = String::new();
+    let read = std::fs::File::open(log).and_then(|mut f| {
+        f.seek(SeekFrom::Start(start))?;
+        f.read_to_string(&mut text)
+    });
+    if read.is_err() {
+        return 0;
+    }
+    count_compiled(&text)
+}
+
+/// The lines of `go build -v` output that name a package (one per package compiled), not
+/// the command line logged before it, `# package` headers or compiler messages.
+fn count_compiled(text: &str) -> usize {
+    text.lines()
+        .filter(|l| {
+            !l.is_empty()
+                && l.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-/~+".contains(c))
+        })
+        .count()
 }
 
 impl Builder {
@@ -363,6 +402,7 @@ impl Builder {
             started: Instant::now(),
             steps,
             step: 0,
+            counting: None,
         }
     }
 
@@ -399,13 +439,31 @@ impl Builder {
         capture: bool,
     ) -> Result<String, ProvisionError> {
         self.announce(step);
-        let mut command = Command::new("go");
-        command
-            .args(args)
-            .current_dir(dir)
-            .env("CGO_ENABLED", "0")
-            .env("GOFLAGS", "-mod=mod -buildvcs=false");
-        self.command(step, command, capture)
+        self.command(step, go(dir, args), capture)
+    }
+
+    /// Runs `go build -v` with `args` (which end with the packages to build) in `dir` as the
+    /// next step, its heartbeat saying how many packages are compiled out of the packages
+    /// the build depends on (`go list -deps`; those already in Go's build cache are not
+    /// compiled again, so the count may end below the total).
+    fn compile(
+        &mut self,
+        step: &str,
+        dir: &Path,
+        args: &[&str],
+        packages: &[&str],
+    ) -> Result<(), ProvisionError> {
+        self.announce(step);
+        let mut list = vec!["list", "-deps", "-f", "{{.ImportPath}}"];
+        list.extend(packages);
+        let deps = self.command(step, go(dir, &list), true)?;
+        let mut build = vec!["build", "-v"];
+        build.extend(args);
+        build.extend(packages);
+        self.counting = Some(deps.lines().count());
+        let result = self.command(step, go(dir, &build), false);
+        self.counting = None;
+        result.map(drop)
     }
 
     /// Runs `command` with its output appended to the build log, printing a heartbeat while
@@ -430,6 +488,8 @@ impl Builder {
             command.stdout(log.try_clone().map_err(io_err("open", &self.log_path))?);
         }
         let program = PathBuf::from(command.get_program());
+        // Where this command's output starts in the log (for counting compiled packages).
+        let log_start = log.metadata().map_or(0, |m| m.len());
         let mut child = command.spawn().map_err(io_err("run", &program))?;
         let mut stdout = String::new();
         if let Some(out) = child.stdout.take() {
@@ -443,11 +503,19 @@ impl Builder {
             if let Some(status) = child.try_wait().map_err(io_err("wait for", &program))? {
                 break status;
             }
-            if self.progress && last_beat.elapsed() >= Duration::from_secs(30) {
-                eprintln!(
-                    "[grove-conformance]   still at '{step}' ({:.0?} so far)",
-                    self.started.elapsed()
-                );
+            let beat = if self.counting.is_some() { 15 } else { 30 };
+            if self.progress && last_beat.elapsed() >= Duration::from_secs(beat) {
+                match self.counting {
+                    Some(total) => eprintln!(
+                        "[grove-conformance]   compiling: {} of up to {total} packages ({:.0?} so far)",
+                        compiled_since(&self.log_path, log_start),
+                        self.started.elapsed()
+                    ),
+                    None => eprintln!(
+                        "[grove-conformance]   still at '{step}' ({:.0?} so far)",
+                        self.started.elapsed()
+                    ),
+                }
                 last_beat = Instant::now();
             }
             std::thread::sleep(Duration::from_millis(200));
@@ -521,16 +589,15 @@ pub(crate) fn build_kubernetes(
         .iter()
         .map(|c| format!("k8s.io/kubernetes/cmd/{c}"))
         .collect();
-    let mut args = vec!["build", "-trimpath", "-ldflags", &ldflags, "-o", &out];
-    args.extend(packages.iter().map(String::as_str));
-    builder.run(
+    let packages: Vec<&str> = packages.iter().map(String::as_str).collect();
+    builder.compile(
         &format!(
             "compile {} (the long step: 10-30 minutes on 2 cores when nothing is cached)",
             commands.join(", ")
         ),
         dir,
-        &args,
-        false,
+        &["-trimpath", "-ldflags", &ldflags, "-o", &out],
+        &packages,
     )?;
     Ok(())
 }
@@ -611,19 +678,17 @@ fn build(root: &Path, progress: bool) -> Result<(), ProvisionError> {
         false,
     )?;
     let etcd_out = out_dir.join("etcd");
-    builder.run(
+    builder.compile(
         "compile etcd",
         &etcd_dir,
         &[
-            "build",
             "-trimpath",
             "-ldflags",
             "-s -w",
             "-o",
             &etcd_out.to_string_lossy(),
-            "go.etcd.io/etcd/server/v3",
         ],
-        false,
+        &["go.etcd.io/etcd/server/v3"],
     )?;
 
     std::fs::create_dir_all(&cache).map_err(io_err("create", &cache))?;
@@ -651,6 +716,18 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
+
+    #[test]
+    fn compiled_packages_are_counted_from_go_build_v_output() {
+        let log = "$ \"go\" \"build\" \"-v\" \"k8s.io/kubernetes/cmd/kube-apiserver\"\n\
+                   internal/goarch\n\
+                   k8s.io/apimachinery/pkg/util/sets\n\
+                   # k8s.io/some/pkg\n\
+                   ./x.go:3:2: imported and not used\n\
+                   go.etcd.io/etcd/server/v3\n\
+                   \n";
+        assert_eq!(count_compiled(log), 3);
+    }
 
     fn fake_binary(dir: &Path, name: &str) -> PathBuf {
         let path = dir.join(name);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -21,10 +21,11 @@ use super::conditions;
 use super::error::{Error, api_error};
 use crate::api::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
 use crate::names::{
-    API_VERSION, FIELD_MANAGER, KIND_PCS, KIND_PCSG, LABEL_PCS_REPLICA_INDEX,
-    LABEL_PCSG_REPLICA_INDEX, LABEL_POD_INDEX, LABEL_PODCLIQUE, LABEL_RESTART_ATTEMPT,
+    API_VERSION, CONDITION_FAILED, EVENT_JOB_COMPLETED, EVENT_JOB_FAILED, FIELD_MANAGER, KIND_PCS,
+    KIND_PCSG, LABEL_PCS_REPLICA_INDEX, LABEL_PCSG_REPLICA_INDEX, LABEL_POD_INDEX, LABEL_PODCLIQUE,
+    LABEL_RESTART_ATTEMPT,
 };
-use crate::semantics::{parse_attempt_label, restart_count};
+use crate::semantics::{Terminal, parse_attempt_label, restart_count};
 
 /// The shared state of the three controllers.
 pub struct Context {
@@ -164,6 +165,30 @@ impl Events {
             .iter()
             .map(|r| (r.event.reason.clone(), r.marker.clone(), r.owed))
             .collect()
+    }
+
+    /// Owes the events of a terminal condition persisted before this reconcile (EV1, EV2):
+    /// `JobCompleted` noted `completed`, or `JobFailed` noted `failed` of the Failed
+    /// condition's message. Returns that message when the object is Failed.
+    pub(super) fn owe_terminal(
+        &mut self,
+        conditions: &[Condition],
+        completed: String,
+        failed: impl FnOnce(&str) -> String,
+    ) -> Option<String> {
+        match conditions::terminal(conditions)? {
+            Terminal::Completed => {
+                self.owe(false, EVENT_JOB_COMPLETED, completed, None, None);
+                None
+            }
+            Terminal::Failed => {
+                let message = conditions::find(conditions, CONDITION_FAILED)
+                    .map(|c| c.message.clone())
+                    .unwrap_or_default();
+                self.owe(true, EVENT_JOB_FAILED, failed(&message), None, None);
+                Some(message)
+            }
+        }
     }
 
     fn push(

@@ -23,12 +23,12 @@ use super::scope::{PARALLEL_REQUESTS, STALE_RETRY};
 use crate::api::{PodClique, PodCliqueStatus};
 use crate::build;
 use crate::names::{
-    CONDITION_FAILED, CONDITION_MIN_AVAILABLE_BREACHED, EVENT_JOB_COMPLETED, EVENT_JOB_FAILED,
-    KIND_PCSG, LABEL_POD_INDEX, LABEL_PODCLIQUE, REASON_POD_FAILED, REASON_POD_LOST,
+    CONDITION_MIN_AVAILABLE_BREACHED, EVENT_JOB_COMPLETED, EVENT_JOB_FAILED, KIND_PCSG,
+    LABEL_POD_INDEX, LABEL_PODCLIQUE, REASON_POD_FAILED, REASON_POD_LOST,
 };
 use crate::semantics::{
     Breach, FailureCause, PodCliqueDecision, PodCliqueOutcome, PodCliqueView, PodPhase, PodView,
-    Terminal, evaluate_podclique, podclique_row,
+    evaluate_podclique, podclique_row,
 };
 
 /// How often a quiet object is looked at again anyway.
@@ -153,18 +153,7 @@ async fn act(
         None => {
             // Terminal before this reconcile: the event may not have made it out (EV1, EV2).
             let conditions = status.conditions.as_deref().unwrap_or_default();
-            match conditions::terminal(conditions) {
-                Some(Terminal::Completed) => {
-                    events.owe(false, EVENT_JOB_COMPLETED, completed(), None, None);
-                }
-                Some(Terminal::Failed) => {
-                    let note = conditions::find(conditions, CONDITION_FAILED)
-                        .map(|c| c.message.clone())
-                        .unwrap_or_default();
-                    events.owe(true, EVENT_JOB_FAILED, note, None, None);
-                }
-                None => {}
-            }
+            events.owe_terminal(conditions, completed(), str::to_string);
         }
     }
     ctx.publish(events).await;

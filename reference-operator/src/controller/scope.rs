@@ -19,7 +19,7 @@ use super::error::Error;
 use super::podclique::RESYNC;
 use crate::api::{PodClique, PodCliqueScalingGroup};
 use crate::names::{
-    CONDITION_FAILED, EVENT_GANG_RESTART_TRIGGERED, EVENT_JOB_COMPLETED, EVENT_JOB_FAILED,
+    EVENT_GANG_RESTART_TRIGGERED, EVENT_JOB_COMPLETED, EVENT_JOB_FAILED,
     EVENT_RESTART_BUDGET_EXHAUSTED, LABEL_RESTART_ATTEMPT, REASON_RESTART_BUDGET_EXHAUSTED,
 };
 use crate::semantics::{
@@ -407,22 +407,14 @@ pub(super) fn events<K: Resource<DynamicType = ()>>(
         Some(AggregateDecision::Fail) => {
             events.add(true, EVENT_JOB_FAILED, failed(), None, None);
         }
-        Some(AggregateDecision::Keep) | None => match conditions::terminal(conditions) {
+        Some(AggregateDecision::Keep) | None => {
             // Terminal before this reconcile: its events may not have made it out.
-            Some(Terminal::Completed) => {
-                events.owe(false, EVENT_JOB_COMPLETED, completed(), None, None);
-            }
-            Some(Terminal::Failed) => {
+            if let Some(message) = events.owe_terminal(conditions, completed(), |_| failed()) {
                 // A PCSG or PCS fails only when a replica runs out of budget (E9, E11). Its
                 // replica is not known here: any such event will do.
-                let note = conditions::find(conditions, CONDITION_FAILED)
-                    .map(|c| c.message.clone())
-                    .unwrap_or_default();
-                events.owe(true, EVENT_RESTART_BUDGET_EXHAUSTED, note, None, None);
-                events.owe(true, EVENT_JOB_FAILED, failed(), None, None);
+                events.owe(true, EVENT_RESTART_BUDGET_EXHAUSTED, message, None, None);
             }
-            None => {}
-        },
+        }
     }
     events
 }

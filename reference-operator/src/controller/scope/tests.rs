@@ -185,8 +185,8 @@ fn a_parent_already_terminal_owes_its_terminal_events() {
     assert_eq!(
         reports,
         vec![
-            ("RestartBudgetExhausted".to_string(), None, true),
             ("JobFailed".to_string(), None, true),
+            ("RestartBudgetExhausted".to_string(), None, true),
         ]
     );
     let completed = serde_json::from_value::<Condition>(json!({

@@ -287,7 +287,7 @@ steps:
         "cases/x/case.yaml:13:62: steps[3].expect.objects[0].conditions.Complete: unknown condition type `Complete` (the vocabulary has: Completed, Failed, MinAvailableBreached, PodCliqueScheduled, GangTerminationInProgress)",
         "cases/x/case.yaml:14:22: steps[4].expect.within: invalid duration `soon` (expected e.g. `500ms`, `20s`, `2m`, `1m30s`)",
         "cases/x/case.yaml:14:40: steps[4].expect.recreated[0]: `nothing` is not remembered by an earlier `remember` step",
-        "cases/x/case.yaml:15:17: steps[5].controller: unknown controller action `nap` (expected pause, resume or crash)",
+        "cases/x/case.yaml:15:17: steps[5].controller: unknown controller action `nap` (expected pause, resume, crash or wait)",
         "cases/x/case.yaml:16:13: steps[6].reject: missing required key `field`",
         "cases/x/case.yaml:17:5: steps[7]: a step has exactly one key (its kind), found 2",
         "cases/x/case.yaml:18:5: steps[7].extra: unknown key `extra` (expected one of: apply, update, delete, force-delete, reject, exit, unready, ready, evict, preempt, lose-node, controller, remember, expect)",
@@ -659,6 +659,7 @@ steps:
   - controller: {action: crash, when: {request: {verb: delete, at: during}}}
   - controller: {action: resume, when: {request: {verb: delete}}}
   - controller: {action: crash, when: {request: {verb: delete, kind: Pod}}}
+  - controller: {action: wait, when: {request: {verb: delete}}}
 "#;
     let d = diagnostics("bad-pins", bad).join("\n");
     assert!(
@@ -675,4 +676,8 @@ steps:
         "{d}"
     );
     assert!(d.contains("11:") && d.contains("kind"), "{d}");
+    assert!(
+        d.contains("12:") && d.contains("`wait` waits for the actions armed before it"),
+        "{d}"
+    );
 }

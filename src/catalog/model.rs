@@ -138,7 +138,7 @@ pub enum StepKind {
     Reject(Reject),
     /// A pod action (`exit`, `evict`, `delete` with `pod:` ...).
     Pods(PodStep),
-    /// `controller`: pause, resume or crash the implementation.
+    /// `controller`: pause, resume or crash the implementation, or wait for armed actions.
     Controller(ControllerStep),
     /// `remember`: record the UID of an object or pod under a label.
     Remember(Remember),
@@ -381,6 +381,9 @@ pub enum ControllerAction {
     Resume,
     /// SIGKILL it and start it again.
     Crash,
+    /// Wait until every action armed with `when` has been carried out (a pinned pause has
+    /// landed), before the case goes on.
+    Wait,
 }
 
 /// A watch event that fires an armed controller action.

@@ -330,6 +330,7 @@ impl Parser<'_> {
             "pause" => Some(ControllerAction::Pause),
             "resume" => Some(ControllerAction::Resume),
             "crash" => Some(ControllerAction::Crash),
+            "wait" => Some(ControllerAction::Wait),
             _ => None,
         };
         if let Some(s) = node.as_str() {
@@ -337,7 +338,9 @@ impl Parser<'_> {
                 self.error(
                     node.pos,
                     path,
-                    format!("unknown controller action `{s}` (expected pause, resume or crash)"),
+                    format!(
+                        "unknown controller action `{s}` (expected pause, resume, crash or wait)"
+                    ),
                 );
                 return None;
             };
@@ -351,7 +354,9 @@ impl Parser<'_> {
                 self.error(
                     n.pos,
                     &f.child("action"),
-                    format!("unknown controller action `{s}` (expected pause, resume or crash)"),
+                    format!(
+                        "unknown controller action `{s}` (expected pause, resume, crash or wait)"
+                    ),
                 );
             }
             a
@@ -360,6 +365,16 @@ impl Parser<'_> {
             Some(n) => Some(self.trigger(n, &f.child("when"))?),
             None => None,
         };
+        if let (Some(a), Some(n)) = (action, f.get("when"))
+            && a == ControllerAction::Wait
+        {
+            self.error(
+                n.pos,
+                &f.child("when"),
+                "`wait` waits for the actions armed before it and takes no `when`",
+            );
+            return None;
+        }
         if let (Some(Trigger::Request(_)), Some(a), Some(n)) = (&when, action, f.get("when"))
             && a == ControllerAction::Resume
         {

@@ -118,6 +118,7 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
         }
         if let StepKind::Controller(c) = &step.kind
             && c.when.is_none()
+            && c.action != ControllerAction::Wait
         {
             paused = c.action == ControllerAction::Pause;
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::Mutex as AsyncMutex;
 
+use super::expect::DEFAULT_WITHIN;
 use super::steps::{CaseRun, StepError};
 use crate::catalog::{
     ControllerAction, ControllerStep, DeletionTarget, ObjectRef, RequestPin, Trigger,
@@ -24,6 +25,9 @@ impl CaseRun<'_> {
             .clone()
             .ok_or_else(|| StepError::Skip("the implementation cannot be controlled".into()))?;
         let action = step.action;
+        if action == ControllerAction::Wait {
+            return self.wait_for_triggers().await;
+        }
         let Some(trigger) = step.when.clone() else {
             return act(&instance, action).await.map_err(StepError::Error);
         };
@@ -50,6 +54,29 @@ impl CaseRun<'_> {
 }
 
 impl CaseRun<'_> {
+    /// `controller: wait`: waits (up to [`DEFAULT_WITHIN`]) until every armed action has been
+    /// carried out. One that never fires tested nothing: the case is skipped, saying so.
+    async fn wait_for_triggers(&mut self) -> Result<(), StepError> {
+        let deadline = tokio::time::Instant::now() + DEFAULT_WITHIN;
+        for trigger in std::mem::take(&mut self.triggers) {
+            match tokio::time::timeout_at(deadline, trigger).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => return Err(StepError::Error(e)),
+                Ok(Err(e)) => return Err(StepError::Error(format!("an armed action failed: {e}"))),
+                Err(_) => {
+                    let pinned = self
+                        .pins
+                        .last()
+                        .map_or_else(String::new, |(pin, _)| format!(" (the last pin: {pin})"));
+                    return Err(StepError::Skip(format!(
+                        "an armed controller action never fired within {DEFAULT_WITHIN:?}{pinned}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// `when: {request: ...}`: the case's API proxy holds the implementation's matching
     /// request and crashes it there (and restarts it), or pauses it there; the request is
     /// then dropped (a paused implementation sees its connection gone once resumed). Where
@@ -123,6 +150,7 @@ async fn act(instance: &Arc<AsyncMutex<Instance>>, action: ControllerAction) -> 
             .resume()
             .await
             .map_err(|e| format!("failed to resume the implementation: {e}"))?,
+        ControllerAction::Wait => {}
         ControllerAction::Crash => {
             instance
                 .crash_and_restart()

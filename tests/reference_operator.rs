@@ -185,9 +185,12 @@ async fn deployed_kubeconfig(client: &Client, admin: &Path) -> PathBuf {
     for entry in kubeconfig["users"].as_sequence_mut().unwrap() {
         entry["user"]["as"] = user.clone().into();
     }
-    let path =
-        std::env::temp_dir().join(format!("grove-deployed-{}.kubeconfig", std::process::id()));
+    // Credentials' paths: private, and removed when the test binary exits.
+    let path = grove_conformance::cluster::process::temp_dir("deployed")
+        .unwrap()
+        .join("kubeconfig");
     std::fs::write(&path, serde_yaml::to_string(&kubeconfig).unwrap()).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     path
 }
 

@@ -84,10 +84,18 @@ pub async fn acquire(
     crds: Vec<CustomResourceDefinition>,
     install_crds: bool,
 ) -> Result<TargetGuard, TargetError> {
+    // Named like every temporary directory of ours and registered for removal at exit: a
+    // target held for a whole test binary is never dropped, and a killed process's is reaped
+    // by the next start.
     let scratch = tempfile::Builder::new()
-        .prefix("grove-conformance-target-")
+        .prefix(&format!(
+            "{}{}-target-",
+            crate::cluster::process::TEMP_PREFIX,
+            std::process::id()
+        ))
         .tempdir()
         .map_err(|e| TargetError::Scratch(Box::new(e)))?;
+    crate::cluster::process::register_dir(scratch.path());
     // The kubeconfig to use, its context, and whether a kind cluster was made (kept or not).
     let (path, context, kind) = match spec {
         TargetSpec::Embedded => {

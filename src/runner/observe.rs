@@ -2,20 +2,25 @@
 //! (the [`Snapshot`] expectations are judged against), a change signal that wakes waiters on
 //! every watch event (no polling), and the invariant monitor fed in resourceVersion order.
 //!
-//! Watches of different kinds deliver independently, so an entry is handed to the monitor
-//! only after a short settling delay, in resourceVersion order (an etcd revision, comparable
-//! across kinds); the actor of each write is decided then, when the harness has recorded the
+//! Watches of different kinds deliver independently, so an entry is handed to the monitor only
+//! once every watch has *confirmed* it delivered everything up to the entry's resourceVersion
+//! (an etcd revision, comparable across kinds), and then in resourceVersion order: no verdict
+//! rests on arrival order or on a guessed delay. A watch confirms its progress with each event
+//! and with the apiserver's bookmarks. Each watch runs in short sessions, because the apiserver
+//! sends a session's bookmark shortly before the session ends; before a session whose kind holds
+//! entries back, the harness makes one consistent list of that kind, which brings the
+//! apiserver's watch cache up to the current revision, so the next bookmark covers the entries.
+//! The actor of each write is decided at release, when the harness has recorded the
 //! resourceVersions its own requests got back.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -25,9 +30,26 @@ use crate::monitor::{Actor, Entry, EventType, Monitor, Violation};
 use crate::snapshot::Snapshot;
 use crate::vocab::{Kind, Vocabulary};
 
-/// How long an entry waits before the monitor sees it (lets the other watches catch up; a
-/// loaded apiserver delivers one kind's events hundreds of milliseconds after another's).
-pub const SETTLE: Duration = Duration::from_millis(1000);
+/// How long one watch session of a gated kind lasts. The apiserver sends a session's bookmark
+/// two seconds before its end, at its next one-second tick, so a 3 s session confirms the
+/// watch's progress within about 2 s of starting, even when the kind is quiet.
+const SESSION_SECONDS: u32 = 3;
+
+/// Events enter no verdict (only the rendered timeline), and the apiserver serves their watch
+/// without a cache, so without timely bookmarks: their sessions are long and never gate.
+const EVENT_SESSION_SECONDS: u32 = 60;
+
+/// The kinds whose watch progress gates the monitor.
+const GATED: [Kind; 4] = [
+    Kind::Pod,
+    Kind::PodClique,
+    Kind::PodCliqueScalingGroup,
+    Kind::PodCliqueSet,
+];
+
+/// How long the end of a case waits for every gated watch to confirm the revision current at
+/// the end; past it, the case cannot be judged (the apiserver gives no watch progress).
+const PROGRESS_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The API resource of a kind.
 pub fn api_resource(kind: Kind) -> ApiResource {
@@ -51,7 +73,6 @@ struct Facts {
 
 #[derive(Debug)]
 struct Pending {
-    arrived: Instant,
     entry: Entry,
     facts: Facts,
 }
@@ -72,6 +93,35 @@ struct State {
     watch_errors: Vec<String>,
     /// Why the timeline cannot be judged (a watch saw a resourceVersion go backwards).
     unjudgeable: Option<String>,
+    /// Per kind, the resourceVersion up to which its watch has delivered every event (from
+    /// its events, its bookmarks and its lists).
+    progress: HashMap<Kind, u64>,
+}
+
+impl State {
+    /// The resourceVersion up to which every gated watch has delivered everything.
+    fn gate(&self) -> u64 {
+        GATED
+            .iter()
+            .map(|k| self.progress.get(k).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Whether an entry is held back by `kind`'s watch, which has not yet confirmed it.
+    fn held_by(&self, kind: Kind) -> bool {
+        let reached = self.progress.get(&kind).copied().unwrap_or(0);
+        GATED.contains(&kind)
+            && self
+                .pending
+                .iter()
+                .any(|p| p.entry.resource_version > reached)
+    }
+
+    fn progressed(&mut self, kind: Kind, rv: u64) {
+        let reached = self.progress.entry(kind).or_insert(0);
+        *reached = (*reached).max(rv);
+    }
 }
 
 /// What the harness itself wrote, for attribution.
@@ -85,6 +135,10 @@ struct HarnessWrites {
 pub struct Observer {
     state: Arc<Mutex<State>>,
     writes: Arc<Mutex<HarnessWrites>>,
+    fleet: Option<Arc<Fleet>>,
+    apis: Vec<(Kind, Api<DynamicObject>)>,
+    /// Bumped to end every watch session at once (its successor's bookmark comes sooner).
+    restart: Arc<watch::Sender<u64>>,
     changed: watch::Receiver<u64>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -125,32 +179,41 @@ impl Observer {
     ) -> Observer {
         let (tx, changed) = watch::channel(0u64);
         let tx = Arc::new(tx);
+        let restart = Arc::new(watch::channel(0u64).0);
         let state = Arc::new(Mutex::new(State {
             monitor: Some(Monitor::new(vocab)),
             ..State::default()
         }));
         let writes = Arc::new(Mutex::new(HarnessWrites::default()));
         let mut tasks = Vec::new();
+        let mut apis = Vec::new();
         for kind in Kind::ALL {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), namespace, &api_resource(kind));
+            apis.push((kind, api.clone()));
             tasks.push(tokio::spawn(watch_kind(
                 kind,
                 api,
-                state.clone(),
-                writes.clone(),
-                tx.clone(),
+                Shared {
+                    state: state.clone(),
+                    writes: writes.clone(),
+                    tx: tx.clone(),
+                },
+                restart.subscribe(),
             )));
         }
         tasks.push(tokio::spawn(release_loop(
             state.clone(),
             writes.clone(),
-            fleet,
+            fleet.clone(),
             tx.clone(),
         )));
         let observer = Observer {
             state,
             writes,
+            fleet,
+            apis,
+            restart,
             changed,
             tasks,
         };
@@ -217,15 +280,11 @@ impl Observer {
         self.lock().violations.clone()
     }
 
-    /// Whether the monitor has found a violation that still stands once every watch has had
-    /// time to deliver what came before it (a late entry replays the timeline, which can
-    /// withdraw a verdict that rested on arrival order).
-    pub async fn violation_confirmed(&self) -> bool {
-        if self.violations().is_empty() {
-            return false;
-        }
-        tokio::time::sleep(2 * SETTLE).await;
-        !self.violations().is_empty()
+    /// Whether the monitor has found a violation. Entries reach the monitor only once every
+    /// watch has confirmed them, in resourceVersion order, so a verdict never waits for a
+    /// later arrival to stand.
+    pub fn violation_found(&self) -> bool {
+        !self.lock().violations.is_empty()
     }
 
     /// How often the timeline was judged again in resource-version order.
@@ -246,11 +305,53 @@ impl Observer {
         self.lock().unjudgeable.clone()
     }
 
-    /// Hands every pending entry to the monitor (waiting out the settling delay first) and
-    /// returns the rendered timeline.
+    /// Hands the monitor every entry up to the revision current now, once every gated watch has
+    /// confirmed it delivered them, and returns the rendered timeline. A watch that cannot
+    /// confirm within [`PROGRESS_DEADLINE`] makes the timeline unjudgeable.
     pub async fn settle(&self) -> String {
-        tokio::time::sleep(SETTLE + Duration::from_millis(100)).await;
+        let started = std::time::Instant::now();
+        let mut current = 0;
+        for (kind, api) in &self.apis {
+            if GATED.contains(kind) {
+                match nudge(api).await {
+                    Ok(rv) => current = current.max(rv),
+                    Err(e) => self.lock().watch_errors.push(format!("{kind}: {e}")),
+                }
+            }
+        }
+        // New sessions get their bookmark sooner than the running ones would.
+        self.restart.send_modify(|n| *n += 1);
+        let mut rx = self.changed.clone();
+        let deadline = tokio::time::Instant::now() + PROGRESS_DEADLINE;
+        while self.lock().gate() < current {
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                let mut state = self.lock();
+                let behind: Vec<String> = GATED
+                    .iter()
+                    .filter(|k| state.progress.get(k).copied().unwrap_or(0) < current)
+                    .map(|k| k.to_string())
+                    .collect();
+                state.unjudgeable.get_or_insert_with(|| {
+                    format!(
+                        "the {} watch did not confirm resourceVersion {current} within {:?} (the apiserver sent no bookmark for it); which writes came before which is unknown",
+                        behind.join(" and "),
+                        PROGRESS_DEADLINE
+                    )
+                });
+                break;
+            }
+        }
+        release(&self.state, &self.writes, self.fleet.as_deref());
         let state = self.lock();
+        tracing::debug!(
+            current,
+            waited = ?started.elapsed(),
+            pending = state.pending.len(),
+            "the watches confirmed the end of the case"
+        );
         state
             .monitor
             .as_ref()
@@ -382,11 +483,7 @@ fn record(
     }
     state.seen.insert(uid, (rv, event));
     if let Ok(entry) = Entry::new(kind, event, object, Actor::Implementation) {
-        state.pending.push(Pending {
-            arrived: Instant::now(),
-            entry,
-            facts,
-        });
+        state.pending.push(Pending { entry, facts });
     }
     drop(state);
     tx.send_modify(|n| *n += 1);
@@ -400,66 +497,226 @@ fn uid_of_ref(owner: &Value) -> String {
         .to_string()
 }
 
-async fn watch_kind(
-    kind: Kind,
-    api: Api<DynamicObject>,
+/// What the watch tasks of one case share.
+struct Shared {
     state: Arc<Mutex<State>>,
     writes: Arc<Mutex<HarnessWrites>>,
     tx: Arc<watch::Sender<u64>>,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn error(&self, kind: Kind, error: impl std::fmt::Display) {
+        self.lock().watch_errors.push(format!("{kind}: {error}"));
+    }
+
+    /// Records that `kind`'s watch has delivered everything up to `rv`.
+    fn progressed(&self, kind: Kind, rv: u64) {
+        self.lock().progressed(kind, rv);
+        self.tx.send_modify(|n| *n += 1);
+    }
+}
+
+/// A consistent list of at most one object: the apiserver first brings its watch cache of the
+/// kind up to the current revision, which it returns.
+async fn nudge(api: &Api<DynamicObject>) -> Result<u64, kube::Error> {
+    let list = api.list(&ListParams::default().limit(1)).await?;
+    Ok(list
+        .metadata
+        .resource_version
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0))
+}
+
+/// Lists `kind` (consistently) and records what it holds; returns the list's resourceVersion.
+async fn list_kind(
+    kind: Kind,
+    api: &Api<DynamicObject>,
+    shared: &Shared,
+    progress: &mut WatchProgress,
+) -> Result<String, kube::Error> {
+    let list = api.list(&ListParams::default()).await?;
+    let rv = list.metadata.resource_version.clone().unwrap_or_default();
+    let list_rv: u64 = rv.parse().unwrap_or(0);
+    progress.listing = Some(HashSet::new());
+    for object in list.items {
+        let object = to_value(kind, object);
+        progress.listed(&object);
+        record(
+            kind,
+            object,
+            false,
+            &shared.state,
+            &shared.writes,
+            &shared.tx,
+        );
+    }
+    // A relist after a gap: whatever we hold that the list no longer has was deleted while the
+    // watch was away, before the list's revision.
+    progress.highest = progress.highest.max(list_rv);
+    for gone in progress.relisted(kind, &shared.state) {
+        record(kind, gone, true, &shared.state, &shared.writes, &shared.tx);
+    }
+    shared.lock().synced.insert(kind);
+    shared.progressed(kind, list_rv);
+    Ok(rv)
+}
+
+fn to_value(kind: Kind, object: DynamicObject) -> Value {
+    let mut v = serde_json::to_value(object).unwrap_or(Value::Null);
+    // Dynamic objects carry their kind in `types`; make sure it is there.
+    if v.get("kind").is_none() {
+        v["kind"] = Value::String(kind.as_str().into());
+    }
+    v
+}
+
+/// How a watch session ended.
+enum SessionEnd {
+    /// The server closed it, or the harness asked for a new one: resume from the last revision.
+    Resume,
+    /// The revision is too old for the apiserver: list again.
+    Relist,
+    /// An error: retry after a pause.
+    Failed,
+}
+
+/// Watches `kind` in sessions of [`SESSION_SECONDS`], each resuming where the last one
+/// stopped, with bookmarks; lists again only when the apiserver no longer has the revision.
+async fn watch_kind(
+    kind: Kind,
+    api: Api<DynamicObject>,
+    shared: Shared,
+    mut restart: watch::Receiver<u64>,
 ) {
-    // kube's default backoff paces the retries after a watch error.
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let seconds = if GATED.contains(&kind) {
+        SESSION_SECONDS
+    } else {
+        EVENT_SESSION_SECONDS
+    };
     let mut progress = WatchProgress::default();
-    while let Some(event) = stream.next().await {
-        let to_value = |o: DynamicObject| {
-            let mut v = serde_json::to_value(o).unwrap_or(Value::Null);
-            // Dynamic objects carry their kind in `types`; make sure it is there.
-            if v.get("kind").is_none() {
-                v["kind"] = Value::String(kind.as_str().into());
-            }
-            v
-        };
-        match event {
-            Ok(watcher::Event::Apply(o)) => {
-                let object = to_value(o);
-                progress.streamed(kind, &object, &state);
-                record(kind, object, false, &state, &writes, &tx);
-            }
-            Ok(watcher::Event::Delete(o)) => {
-                let object = to_value(o);
-                progress.streamed(kind, &object, &state);
-                record(kind, object, true, &state, &writes, &tx);
-            }
-            Ok(watcher::Event::Init) => progress.listing = Some(HashSet::new()),
-            Ok(watcher::Event::InitApply(o)) => {
-                let object = to_value(o);
-                progress.listed(&object);
-                record(kind, object, false, &state, &writes, &tx);
-            }
-            Ok(watcher::Event::InitDone) => {
-                // A relist after a gap: whatever we hold that the list no longer has was
-                // deleted while the watch was away.
-                for gone in progress.relisted(kind, &state) {
-                    record(kind, gone, true, &state, &writes, &tx);
+    let mut resume: Option<String> = None;
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let Some(rv) = resume.clone() else {
+            match list_kind(kind, &api, &shared, &mut progress).await {
+                Ok(rv) => {
+                    resume = Some(rv);
+                    pause = Duration::from_millis(100);
                 }
-                state
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .synced
-                    .insert(kind);
-                tx.send_modify(|n| *n += 1);
+                Err(e) => {
+                    shared.error(kind, e);
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                }
             }
-            Err(err) => {
-                state
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .watch_errors
-                    .push(format!("{kind}: {err}"));
+            continue;
+        };
+        // Entries held back by this watch: bring the apiserver's cache of the kind up to
+        // date first, so this session's bookmark covers them.
+        if shared.lock().held_by(kind)
+            && let Err(e) = nudge(&api).await
+        {
+            shared.error(kind, e);
+        }
+        restart.mark_unchanged();
+        let params = WatchParams::default().timeout(seconds);
+        let end = match api.watch(&params, &rv).await {
+            Ok(stream) => {
+                let mut stream = stream.boxed();
+                loop {
+                    let restarted = async {
+                        if restart.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    };
+                    let event = tokio::select! {
+                        event = stream.next() => event,
+                        () = restarted => break SessionEnd::Resume,
+                    };
+                    let Some(event) = event else {
+                        break SessionEnd::Resume;
+                    };
+                    match event {
+                        Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
+                            let object = to_value(kind, o);
+                            resume = Some(streamed(kind, &object, &shared, &mut progress));
+                            record(
+                                kind,
+                                object,
+                                false,
+                                &shared.state,
+                                &shared.writes,
+                                &shared.tx,
+                            );
+                        }
+                        Ok(WatchEvent::Deleted(o)) => {
+                            let object = to_value(kind, o);
+                            resume = Some(streamed(kind, &object, &shared, &mut progress));
+                            record(
+                                kind,
+                                object,
+                                true,
+                                &shared.state,
+                                &shared.writes,
+                                &shared.tx,
+                            );
+                        }
+                        Ok(WatchEvent::Bookmark(bookmark)) => {
+                            let rv = bookmark.metadata.resource_version;
+                            shared.progressed(kind, rv.parse().unwrap_or(0));
+                            resume = Some(rv);
+                        }
+                        Ok(WatchEvent::Error(status)) if status.code == 410 => {
+                            break SessionEnd::Relist;
+                        }
+                        Ok(WatchEvent::Error(status)) => {
+                            shared.error(kind, status.message);
+                            break SessionEnd::Failed;
+                        }
+                        Err(e) => {
+                            shared.error(kind, e);
+                            break SessionEnd::Failed;
+                        }
+                    }
+                }
+            }
+            Err(kube::Error::Api(status)) if status.code == 410 => SessionEnd::Relist,
+            Err(e) => {
+                shared.error(kind, e);
+                SessionEnd::Failed
+            }
+        };
+        match end {
+            SessionEnd::Resume => pause = Duration::from_millis(100),
+            SessionEnd::Relist => {
+                shared.error(
+                    kind,
+                    format!("resourceVersion {rv} is too old for the apiserver: listing again (objects created and deleted in between are not on the timeline)"),
+                );
+                resume = None;
+            }
+            SessionEnd::Failed => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
             }
         }
     }
+}
+
+/// A streamed event: checks its order, records the watch's progress, and returns its
+/// resourceVersion (where the next session resumes).
+fn streamed(kind: Kind, object: &Value, shared: &Shared, progress: &mut WatchProgress) -> String {
+    progress.streamed(kind, object, &shared.state);
+    shared.progressed(kind, rv_of(object));
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn rv_of(object: &Value) -> u64 {
@@ -584,65 +841,81 @@ fn actor(entry: &Entry, facts: Facts, writes: &HarnessWrites, fleet: Option<&Fle
     }
 }
 
+/// Takes the pending entries every gated watch has confirmed, in resourceVersion order.
+fn releasable(state: &mut State) -> Vec<Pending> {
+    let gate = state.gate();
+    let (mut ready, rest): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut state.pending)
+        .into_iter()
+        .partition(|p| p.entry.resource_version <= gate);
+    state.pending = rest;
+    ready.sort_by_key(|p| p.entry.resource_version);
+    ready
+}
+
+/// Hands the monitor every entry the watches have confirmed; returns whether that revealed a
+/// violation.
+fn release(state: &Mutex<State>, writes: &Mutex<HarnessWrites>, fleet: Option<&Fleet>) -> bool {
+    let mut guard = state.lock().unwrap_or_else(|p| p.into_inner());
+    let ready = releasable(&mut guard);
+    if ready.is_empty() {
+        return false;
+    }
+    let writes = writes.lock().unwrap_or_else(|p| p.into_inner());
+    let entries: Vec<Entry> = ready
+        .into_iter()
+        .map(|mut p| {
+            p.entry.actor = actor(&p.entry, p.facts, &writes, fleet);
+            p.entry
+        })
+        .collect();
+    drop(writes);
+    let state = &mut *guard;
+    let Some(monitor) = state.monitor.as_mut() else {
+        return false;
+    };
+    let newest = entries.last().map_or(0, |e| e.resource_version);
+    // An entry older than one already judged: only an Event (whose watch does not gate) or a
+    // broken promise of the apiserver gets here. Judge the whole timeline again in
+    // resource-version order, the order etcd committed the writes in.
+    let late = entries
+        .first()
+        .is_some_and(|e| e.resource_version < state.released_rv);
+    let new = if late {
+        *monitor = monitor.replayed_with(entries);
+        let before = state.violations.len();
+        state.violations = monitor.violations().to_vec();
+        state.replays += 1;
+        state.violations.len() > before
+    } else {
+        let mut found = Vec::new();
+        for entry in entries {
+            found.extend(monitor.observe(entry));
+        }
+        state.violations.extend(found.iter().cloned());
+        !found.is_empty()
+    };
+    state.released_rv = state.released_rv.max(newest);
+    new
+}
+
 async fn release_loop(
     state: Arc<Mutex<State>>,
     writes: Arc<Mutex<HarnessWrites>>,
     fleet: Option<Arc<Fleet>>,
     tx: Arc<watch::Sender<u64>>,
 ) {
+    let mut changed = tx.subscribe();
     loop {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let mut guard = state.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        let (mut ready, rest): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut guard.pending)
-            .into_iter()
-            .partition(|p| now.duration_since(p.arrived) >= SETTLE);
-        guard.pending = rest;
-        if ready.is_empty() {
-            continue;
+        // Woken by every watch event and every confirmed progress.
+        if changed.changed().await.is_err() {
+            return;
         }
-        ready.sort_by_key(|p| p.entry.resource_version);
-        let writes = writes.lock().unwrap_or_else(|p| p.into_inner());
-        let entries: Vec<Entry> = ready
-            .into_iter()
-            .map(|mut p| {
-                p.entry.actor = actor(&p.entry, p.facts, &writes, fleet.as_deref());
-                p.entry
-            })
-            .collect();
-        drop(writes);
-        let state = &mut *guard;
-        let Some(monitor) = state.monitor.as_mut() else {
-            continue;
-        };
-        let newest = entries.last().map_or(0, |e| e.resource_version);
-        // An entry older than one already judged arrived later than the settling delay (a
-        // watch lagged): judge the whole timeline again in resource-version order, which is
-        // the order etcd committed the writes in, so no verdict rests on arrival order.
-        let late = entries
-            .first()
-            .is_some_and(|e| e.resource_version < state.released_rv);
-        let new = if late {
-            *monitor = monitor.replayed_with(entries);
-            let before = state.violations.len();
-            state.violations = monitor.violations().to_vec();
-            state.replays += 1;
-            state.violations.len() > before
-        } else {
-            let mut found = Vec::new();
-            for entry in entries {
-                found.extend(monitor.observe(entry));
-            }
-            state.violations.extend(found.iter().cloned());
-            !found.is_empty()
-        };
-        state.released_rv = state.released_rv.max(newest);
-        drop(guard);
-        if new {
+        if release(&state, &writes, fleet.as_deref()) {
             tx.send_modify(|n| *n += 1);
         }
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -650,6 +923,98 @@ mod tests {
 
     fn pod(uid: &str, rv: u64) -> Value {
         json!({"kind": "Pod", "metadata": {"name": uid, "uid": uid, "resourceVersion": rv.to_string()}})
+    }
+
+    fn object(kind: Kind, name: &str, rv: u64) -> Value {
+        json!({"kind": kind.as_str(), "metadata": {
+            "name": name, "uid": name, "namespace": "ns", "resourceVersion": rv.to_string()}})
+    }
+
+    /// A state whose monitor judges, with every gated watch at `rv`.
+    fn judged_state(rv: u64) -> Mutex<State> {
+        let mut state = State {
+            monitor: Some(Monitor::new(Vocabulary::default())),
+            ..State::default()
+        };
+        for kind in GATED {
+            state.progressed(kind, rv);
+        }
+        Mutex::new(state)
+    }
+
+    fn arrive(state: &Arc<Mutex<State>>, kind: Kind, name: &str, rv: u64) {
+        let writes = Arc::new(Mutex::new(HarnessWrites::default()));
+        let tx = watch::channel(0).0;
+        record(kind, object(kind, name, rv), false, state, &writes, &tx);
+    }
+
+    fn released(state: &Mutex<State>) -> Vec<u64> {
+        release(state, &Mutex::new(HarnessWrites::default()), None);
+        let state = state.lock().unwrap();
+        let monitor = state.monitor.as_ref().unwrap();
+        monitor
+            .timeline()
+            .iter()
+            .map(|e| e.resource_version)
+            .collect()
+    }
+
+    #[test]
+    fn an_entry_waits_until_every_gated_watch_has_confirmed_it() {
+        let state = Arc::new(judged_state(5));
+        arrive(&state, Kind::Pod, "p", 10);
+        arrive(&state, Kind::PodClique, "c", 12);
+        // Every watch but the PCSG one is past both entries: nothing is judged yet.
+        for kind in [Kind::Pod, Kind::PodClique, Kind::PodCliqueSet] {
+            state.lock().unwrap().progressed(kind, 12);
+        }
+        assert!(state.lock().unwrap().held_by(Kind::PodCliqueScalingGroup));
+        assert!(!state.lock().unwrap().held_by(Kind::Pod));
+        assert_eq!(released(&state), Vec::<u64>::new());
+        // Its bookmark at 11 releases the first entry only.
+        state
+            .lock()
+            .unwrap()
+            .progressed(Kind::PodCliqueScalingGroup, 11);
+        assert_eq!(released(&state), vec![10]);
+        state
+            .lock()
+            .unwrap()
+            .progressed(Kind::PodCliqueScalingGroup, 12);
+        assert_eq!(released(&state), vec![10, 12]);
+        assert_eq!(state.lock().unwrap().replays, 0);
+    }
+
+    #[test]
+    fn a_lagging_watch_delays_its_entries_but_never_reorders_them() {
+        let state = Arc::new(judged_state(1));
+        // The PodClique watch delivers 12 first; the pod watch lags and delivers 10 later.
+        arrive(&state, Kind::PodClique, "c", 12);
+        state.lock().unwrap().progressed(Kind::PodClique, 12);
+        for kind in [Kind::PodCliqueScalingGroup, Kind::PodCliqueSet] {
+            state.lock().unwrap().progressed(kind, 30);
+        }
+        assert_eq!(released(&state), Vec::<u64>::new());
+        arrive(&state, Kind::Pod, "p", 10);
+        state.lock().unwrap().progressed(Kind::Pod, 10);
+        assert_eq!(released(&state), vec![10]);
+        state.lock().unwrap().progressed(Kind::Pod, 20);
+        assert_eq!(released(&state), vec![10, 12]);
+        // Judged in the order etcd committed the writes, without a replay.
+        assert_eq!(state.lock().unwrap().replays, 0);
+    }
+
+    #[test]
+    fn events_never_hold_the_timeline_back_but_wait_their_turn() {
+        let state = Arc::new(judged_state(10));
+        // No Event watch progress at all: the gated entries are still judged.
+        arrive(&state, Kind::Pod, "p", 8);
+        arrive(&state, Kind::Event, "e", 9);
+        arrive(&state, Kind::Event, "late", 11);
+        assert!(!state.lock().unwrap().held_by(Kind::Event));
+        assert_eq!(released(&state), vec![8, 9]);
+        // An event past the gate waits like any entry.
+        assert_eq!(state.lock().unwrap().pending.len(), 1);
     }
 
     #[test]

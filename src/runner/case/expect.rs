@@ -85,7 +85,7 @@ impl CaseRun<'_> {
                 if eval.ok {
                     break;
                 }
-                if self.observer.violation_confirmed().await {
+                if self.observer.violation_found() {
                     return Ok(()); // the monitor's verdict is reported at the end
                 }
                 if tokio::time::timeout_at(deadline, changes.changed())

@@ -105,7 +105,7 @@ pub(super) async fn execute(ctx: &mut CaseRun<'_>) -> Result<(), StepError> {
                 }
             }
         }
-        if ctx.observer.violation_confirmed().await {
+        if ctx.observer.violation_found() {
             // Reported with its evidence once the case ends.
             return Ok(());
         }

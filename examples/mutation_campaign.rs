@@ -15,6 +15,9 @@
 //! cargo build --bin grove-conformance
 //! cargo run --example mutation_campaign -- --mutants target/mutants.json \
 //!     --file reference-operator/src/semantics.rs --results target/mutation.jsonl
+//! # the verdicts so far, as the Markdown of docs/mutation.md:
+//! cargo run --example mutation_campaign -- --mutants target/mutants.json \
+//!     --file reference-operator/src/semantics.rs --results target/mutation.jsonl --render
 //! ```
 
 use std::collections::BTreeSet;
@@ -33,6 +36,8 @@ struct Options {
     harness: PathBuf,
     work: PathBuf,
     limit: Option<usize>,
+    /// Print the verdicts so far as Markdown instead of judging more mutants.
+    render: bool,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -44,6 +49,7 @@ fn parse_options() -> Result<Options, String> {
         harness: PathBuf::from("target/debug/grove-conformance"),
         work: std::env::temp_dir().join("grove-conformance-mutants"),
         limit: None,
+        render: false,
     };
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
@@ -53,6 +59,7 @@ fn parse_options() -> Result<Options, String> {
             "--results" => options.results = value()?.into(),
             "--harness" => options.harness = value()?.into(),
             "--work" => options.work = value()?.into(),
+            "--render" => options.render = true,
             "--limit" => {
                 options.limit = Some(value()?.parse().map_err(|e| format!("--limit: {e}"))?)
             }
@@ -148,6 +155,55 @@ fn judge(options: &Options, operator: &Path, out: &Path) -> (bool, Option<(Strin
     (output.status.success(), first)
 }
 
+/// The verdicts of `results` for the `selected` mutants, in their listed order: a count per
+/// outcome, then one row per judged mutant (`| line | mutant | outcome |`).
+fn render(selected: &[&Value], results: &str) -> String {
+    let verdicts: std::collections::BTreeMap<String, Value> = results
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| Some((v["name"].as_str()?.to_string(), v)))
+        .collect();
+    let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+    let mut rows = String::new();
+    for mutant in selected {
+        let name = mutant["name"].as_str().unwrap_or_default();
+        let Some(verdict) = verdicts.get(name) else {
+            continue;
+        };
+        let outcome = verdict["outcome"].as_str().unwrap_or("?");
+        *counts.entry(outcome).or_default() += 1;
+        let what = name.split_once(": ").map_or(name, |(_, what)| what);
+        let line = mutant["span"]["start"]["line"].as_u64().unwrap_or(0);
+        let judged = match outcome {
+            "killed" => {
+                let why: String = verdict["why"]
+                    .as_str()
+                    .unwrap_or("")
+                    .chars()
+                    .take(120)
+                    .collect();
+                format!(
+                    "killed by `{}`: {}…",
+                    verdict["case"].as_str().unwrap_or("?"),
+                    why.replace('|', "\\|")
+                )
+            }
+            "unviable" => "unviable (does not compile)".to_string(),
+            other => other.to_string(),
+        };
+        rows.push_str(&format!("| {line} | {what} | {judged} |\n"));
+    }
+    let judged: usize = counts.values().sum();
+    let count = |o: &str| counts.get(o).copied().unwrap_or(0);
+    format!(
+        "| mutants judged | killed | survived | unviable |\n|---|---|---|---|\n| {judged} of {} | {} | {} | {} |\n\n| line | mutant | outcome |\n|---|---|---|\n{rows}",
+        selected.len(),
+        count("killed"),
+        count("survived"),
+        count("unviable"),
+    )
+}
+
 fn main() -> Result<(), String> {
     let options = parse_options()?;
     let mutants: Vec<Value> = serde_json::from_str(
@@ -171,6 +227,12 @@ fn main() -> Result<(), String> {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter_map(|v| v["name"].as_str().map(str::to_string))
         .collect();
+    if options.render {
+        let results = std::fs::read_to_string(&options.results)
+            .map_err(|e| format!("{}: {e}", options.results.display()))?;
+        print!("{}", render(&selected, &results));
+        return Ok(());
+    }
     eprintln!(
         "{} mutants selected, {} already judged",
         selected.len(),
@@ -256,6 +318,33 @@ fn main() -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verdicts_render_in_listed_order_with_counts() {
+        let a = json!({"name": "f.rs:3:1: replace a -> bool with true", "span": {"start": {"line": 3}}});
+        let b = json!({"name": "f.rs:9:5: delete ! in b", "span": {"start": {"line": 9}}});
+        let c = json!({"name": "f.rs:12:5: replace c with ()", "span": {"start": {"line": 12}}});
+        let results = [
+            json!({"name": "f.rs:9:5: delete ! in b", "outcome": "killed", "case": "one", "why": "a | b"}),
+            json!({"name": "f.rs:3:1: replace a -> bool with true", "outcome": "survived"}),
+        ]
+        .map(|v| v.to_string())
+        .join("\n");
+        let text = render(&[&a, &b, &c], &results);
+        assert!(text.contains("| 2 of 3 | 1 | 1 | 0 |"), "{text}");
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("| 3 ") || l.starts_with("| 9 "))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "| 3 | replace a -> bool with true | survived |",
+                "| 9 | delete ! in b | killed by `one`: a \\| b… |"
+            ]
+        );
+        assert!(!text.contains("replace c with ()"), "{text}");
+    }
 
     #[test]
     fn a_span_is_replaced_by_character_columns() {

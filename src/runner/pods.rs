@@ -37,15 +37,13 @@ impl PodDriver {
         }
     }
 
-    /// Why this driver cannot perform `action` (with or without a terminal phase), if it
-    /// cannot: a capability the target truly lacks is a skip with this reason.
-    pub fn unsupported(&self, action: PodAction, without_terminal_phase: bool) -> Option<String> {
+    /// Why this driver cannot perform `action`, if it cannot: a capability the target truly
+    /// lacks is a skip with this reason. (`terminal-phase: false` only comes with a graceful
+    /// `evict`, `preempt` or `delete`, which every driver can carry out without a terminal
+    /// phase.)
+    pub fn unsupported(&self, action: PodAction) -> Option<String> {
         match self {
             PodDriver::Simulated(_) => None,
-            PodDriver::Real(_) if without_terminal_phase => Some(format!(
-                "`{}` with `terminal-phase: false` needs the embedded target's simulated kubelet (a real kubelet writes the terminal phase)",
-                action.keyword()
-            )),
             PodDriver::Real(real) => match action {
                 PodAction::LoseNode(_) if !real.can_lose_nodes() => Some(
                     "`lose-node` needs a target whose nodes the harness can stop: the embedded target or kind"
@@ -87,13 +85,16 @@ impl PodDriver {
                 }
                 .map_err(e)
             }
+            // A real kubelet writes the terminal phase of a pod it stops; without one, the
+            // apiserver removes the pod at once (grace period 0), before any kubelet could,
+            // and the container is stopped afterwards.
             PodDriver::Real(real) => match action {
                 PodAction::Exit(code) => real.exit(namespace, name, code).await,
                 PodAction::Unready => real.set_ready(namespace, name, false).await,
                 PodAction::Ready => real.set_ready(namespace, name, true).await,
-                PodAction::Evict => real.evict(namespace, name).await,
-                PodAction::Preempt => real.preempt(namespace, name).await,
-                PodAction::Delete => real.delete(namespace, name, false).await,
+                PodAction::Evict => real.evict(namespace, name, without_terminal_phase).await,
+                PodAction::Preempt => real.preempt(namespace, name, without_terminal_phase).await,
+                PodAction::Delete => real.delete(namespace, name, without_terminal_phase).await,
                 PodAction::ForceDelete => real.delete(namespace, name, true).await,
                 PodAction::LoseNode(_) => Err("a node is lost through `lose_node`".into()),
             },

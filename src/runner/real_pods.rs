@@ -316,10 +316,18 @@ impl RealPods {
         Api::namespaced(self.client.clone(), namespace)
     }
 
-    /// Evicts through the Eviction API.
-    pub async fn evict(&self, namespace: &str, pod: &str) -> Result<(), String> {
+    /// Evicts through the Eviction API; `at_once`: with a grace period of 0, so the pod is
+    /// gone before any kubelet writes a terminal phase.
+    pub async fn evict(&self, namespace: &str, pod: &str, at_once: bool) -> Result<(), String> {
+        let params = EvictParams {
+            delete_options: at_once.then(|| DeleteParams {
+                grace_period_seconds: Some(0),
+                ..DeleteParams::default()
+            }),
+            ..EvictParams::default()
+        };
         self.api(namespace)
-            .evict(pod, &EvictParams::default())
+            .evict(pod, &params)
             .await
             .map(|_| ())
             .map_err(|e| e.to_string())
@@ -334,8 +342,9 @@ impl RealPods {
         Ok(found.metadata.uid.unwrap_or_default())
     }
 
-    /// `DisruptionTarget` (`PreemptionByScheduler`), then a graceful delete.
-    pub async fn preempt(&self, namespace: &str, pod: &str) -> Result<(), String> {
+    /// `DisruptionTarget` (`PreemptionByScheduler`), then a graceful delete (`at_once`: with a
+    /// grace period of 0).
+    pub async fn preempt(&self, namespace: &str, pod: &str, at_once: bool) -> Result<(), String> {
         let uid = self.uid(namespace, pod).await?;
         let patch = json!({"status": {"conditions": [{
             "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
@@ -345,7 +354,7 @@ impl RealPods {
             .patch_status(pod, &PatchParams::default(), &Patch::Strategic(&patch))
             .await
             .map_err(|e| e.to_string())?;
-        self.delete_uid(namespace, pod, &uid, false).await
+        self.delete_uid(namespace, pod, &uid, at_once).await
     }
 
     /// A delete, graceful or forced (grace 0).

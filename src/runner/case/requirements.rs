@@ -130,7 +130,7 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
                 );
             }
             StepKind::Pods(p) => {
-                if let Some(reason) = ctx.pods.unsupported(p.action, p.without_terminal_phase) {
+                if let Some(reason) = ctx.pods.unsupported(p.action) {
                     return Some(reason);
                 }
             }

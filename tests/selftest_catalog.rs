@@ -600,7 +600,7 @@ fn each_kind_case_filter_of_ci_and_readme_selects_exactly_one_case() {
             .take_while(|w| *w == "\\" || w.starts_with("cases_"))
             .filter(|w| w.starts_with("cases_"))
             .collect();
-        assert_eq!(filters.len(), 5, "{file}: {filters:?}");
+        assert_eq!(filters.len(), 6, "{file}: {filters:?}");
         for filter in filters {
             let matching: Vec<&String> = names.iter().filter(|n| n.contains(filter)).collect();
             assert_eq!(

@@ -176,12 +176,13 @@ fn render(selected: &[&Value], results: &str) -> String {
         let line = mutant["span"]["start"]["line"].as_u64().unwrap_or(0);
         let judged = match outcome {
             "killed" => {
-                let why: String = verdict["why"]
-                    .as_str()
-                    .unwrap_or("")
-                    .chars()
-                    .take(120)
-                    .collect();
+                let why = verdict["why"].as_str().unwrap_or("");
+                // The progress line's `(12.3s): ` before the reason says nothing about it.
+                let why = why
+                    .strip_prefix('(')
+                    .and_then(|w| w.split_once("): "))
+                    .map_or(why, |(_, w)| w);
+                let why: String = why.chars().take(120).collect();
                 format!(
                     "killed by `{}`: {}…",
                     verdict["case"].as_str().unwrap_or("?"),
@@ -325,7 +326,7 @@ mod tests {
         let b = json!({"name": "f.rs:9:5: delete ! in b", "span": {"start": {"line": 9}}});
         let c = json!({"name": "f.rs:12:5: replace c with ()", "span": {"start": {"line": 12}}});
         let results = [
-            json!({"name": "f.rs:9:5: delete ! in b", "outcome": "killed", "case": "one", "why": "a | b"}),
+            json!({"name": "f.rs:9:5: delete ! in b", "outcome": "killed", "case": "one", "why": "(1.5s): a | b"}),
             json!({"name": "f.rs:3:1: replace a -> bool with true", "outcome": "survived"}),
         ]
         .map(|v| v.to_string())

@@ -254,6 +254,28 @@ steps:
 }
 
 #[test]
+fn a_case_name_too_long_for_a_label_is_rejected_at_load() {
+    let name = "a".repeat(64);
+    let text = format!(
+        "name: {name}\nsummary: ok\nclauses: [E3]\nprofile: core\nfixture: leader-worker\nsteps:\n  - apply: leader-worker\n"
+    );
+    assert_eq!(
+        diagnostics(&name, &text),
+        [format!(
+            "cases/x/{name}.yaml:1:7: name: name `{name}` has 64 characters; a case's name labels its namespace, so it may have at most 63"
+        )]
+    );
+    let ok = "a".repeat(63);
+    let text = text.replace(&name, &ok);
+    catalog::parse_case_with_fixtures(
+        &PathBuf::from(format!("cases/x/{ok}.yaml")),
+        &text,
+        &fixtures(),
+    )
+    .expect("63 characters are allowed");
+}
+
+#[test]
 fn every_problem_is_reported_at_once_with_positions() {
     let text = r#"name: other-name
 summary: ok

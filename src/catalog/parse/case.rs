@@ -19,6 +19,10 @@ const CASE_KEYS: &[&str] = &[
     "steps",
 ];
 
+/// A case's name is the value of a label on its namespace, and label values have at most 63
+/// characters.
+const MAX_CASE_NAME: usize = 63;
+
 impl Parser<'_> {
     pub(super) fn case(&mut self, root: &Node) -> Option<Case> {
         let f = self.fields(root, "", CASE_KEYS)?;
@@ -37,6 +41,16 @@ impl Parser<'_> {
                     *pos,
                     "name",
                     format!("name `{name}` must equal the file name `{stem}`"),
+                );
+            }
+            if name.len() > MAX_CASE_NAME {
+                self.error(
+                    *pos,
+                    "name",
+                    format!(
+                        "name `{name}` has {} characters; a case's name labels its namespace, so it may have at most {MAX_CASE_NAME}",
+                        name.len()
+                    ),
                 );
             }
         }

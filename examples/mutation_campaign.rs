@@ -36,6 +36,9 @@ struct Options {
     harness: PathBuf,
     work: PathBuf,
     limit: Option<usize>,
+    /// Judge only this many of the selected mutants, a sample fixed by `seed`.
+    sample: Option<usize>,
+    seed: u64,
     /// Print the verdicts so far as Markdown instead of judging more mutants.
     render: bool,
 }
@@ -49,6 +52,8 @@ fn parse_options() -> Result<Options, String> {
         harness: PathBuf::from("target/debug/grove-conformance"),
         work: std::env::temp_dir().join("grove-conformance-mutants"),
         limit: None,
+        sample: None,
+        seed: 1,
         render: false,
     };
     while let Some(arg) = args.next() {
@@ -63,10 +68,49 @@ fn parse_options() -> Result<Options, String> {
             "--limit" => {
                 options.limit = Some(value()?.parse().map_err(|e| format!("--limit: {e}"))?)
             }
+            "--sample" => {
+                options.sample = Some(value()?.parse().map_err(|e| format!("--sample: {e}"))?)
+            }
+            "--seed" => options.seed = value()?.parse().map_err(|e| format!("--seed: {e}"))?,
             other => return Err(format!("unknown argument {other}")),
         }
     }
     Ok(options)
+}
+
+/// The mutants of `files` (a path, or a folder when it ends in `/`; every mutant when there
+/// are none), in their listed order. With `sample`, only that many of them: those whose names
+/// hash lowest under `seed`, so the same sample comes back on every run and a campaign over
+/// it resumes like any other.
+fn select<'a>(
+    mutants: &'a [Value],
+    files: &[String],
+    sample: Option<usize>,
+    seed: u64,
+) -> Vec<&'a Value> {
+    let in_files = |m: &Value| {
+        let file = m["file"].as_str().unwrap_or_default();
+        files.is_empty()
+            || files
+                .iter()
+                .any(|f| file == f || (f.ends_with('/') && file.starts_with(f.as_str())))
+    };
+    let mut selected: Vec<(usize, &Value)> =
+        mutants.iter().filter(|m| in_files(m)).enumerate().collect();
+    if let Some(n) = sample {
+        // FNV-1a: stable across platforms and Rust versions, unlike the std hasher.
+        let hash = |m: &Value| {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
+            for b in m["name"].as_str().unwrap_or_default().bytes() {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+            h
+        };
+        selected.sort_by_key(|(_, m)| hash(m));
+        selected.truncate(n);
+        selected.sort_by_key(|(i, _)| *i);
+    }
+    selected.into_iter().map(|(_, m)| m).collect()
 }
 
 /// Replaces the text between `span.start` and `span.end` (1-based lines and character
@@ -163,6 +207,10 @@ fn render(selected: &[&Value], results: &str) -> String {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter_map(|v| Some((v["name"].as_str()?.to_string(), v)))
         .collect();
+    let files: BTreeSet<&str> = selected
+        .iter()
+        .map(|m| m["file"].as_str().unwrap_or_default())
+        .collect();
     let mut counts = std::collections::BTreeMap::<&str, usize>::new();
     let mut rows = String::new();
     for mutant in selected {
@@ -174,6 +222,13 @@ fn render(selected: &[&Value], results: &str) -> String {
         *counts.entry(outcome).or_default() += 1;
         let what = name.split_once(": ").map_or(name, |(_, what)| what);
         let line = mutant["span"]["start"]["line"].as_u64().unwrap_or(0);
+        // Several files: say which one (by its name; the folder is in the doc's text).
+        let line = match mutant["file"].as_str() {
+            Some(file) if files.len() > 1 => {
+                format!("{}:{line}", file.rsplit('/').next().unwrap_or(file))
+            }
+            _ => line.to_string(),
+        };
         let judged = match outcome {
             "killed" => {
                 let why = verdict["why"].as_str().unwrap_or("");
@@ -212,16 +267,7 @@ fn main() -> Result<(), String> {
             .map_err(|e| format!("{}: {e}", options.mutants.display()))?,
     )
     .map_err(|e| format!("{}: {e}", options.mutants.display()))?;
-    let selected: Vec<&Value> = mutants
-        .iter()
-        .filter(|m| {
-            options.files.is_empty()
-                || options
-                    .files
-                    .iter()
-                    .any(|f| m["file"].as_str() == Some(f.as_str()))
-        })
-        .collect();
+    let selected = select(&mutants, &options.files, options.sample, options.seed);
     let done: BTreeSet<String> = std::fs::read_to_string(&options.results)
         .unwrap_or_default()
         .lines()
@@ -345,6 +391,33 @@ mod tests {
             ]
         );
         assert!(!text.contains("replace c with ()"), "{text}");
+    }
+
+    #[test]
+    fn a_sample_is_fixed_by_its_seed_and_keeps_the_listed_order() {
+        let mutants: Vec<Value> = (0..40)
+            .map(|i| {
+                let file = if i % 2 == 0 { "c/a.rs" } else { "s.rs" };
+                json!({"name": format!("{file}:{i}:1: m{i}"), "file": file})
+            })
+            .collect();
+        let names = |v: Vec<&Value>| {
+            v.iter()
+                .map(|m| m["name"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        let folder = ["c/".to_string()];
+        assert_eq!(select(&mutants, &folder, None, 1).len(), 20);
+        let a = names(select(&mutants, &folder, Some(5), 1));
+        assert_eq!(a.len(), 5);
+        assert!(a.iter().all(|n| n.starts_with("c/a.rs")), "{a:?}");
+        assert_eq!(a, names(select(&mutants, &folder, Some(5), 1)));
+        assert_ne!(a, names(select(&mutants, &folder, Some(5), 2)));
+        let line = |n: &String| n.split(':').nth(1).unwrap().parse::<u32>().unwrap();
+        assert!(a.windows(2).all(|w| line(&w[0]) < line(&w[1])), "{a:?}");
+        // A sample of a larger one holds the smaller one: raising `--sample` only adds.
+        let more = names(select(&mutants, &folder, Some(8), 1));
+        assert!(a.iter().all(|n| more.contains(n)), "{a:?} {more:?}");
     }
 
     #[test]

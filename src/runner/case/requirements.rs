@@ -86,6 +86,50 @@ pub(super) fn loses_node(case: &Case) -> bool {
         .any(|s| matches!(&s.kind, StepKind::Pods(p) if matches!(p.action, PodAction::LoseNode(_))))
 }
 
+/// Whether a case loses a node that must hold the lost pods alone (`alone: true`).
+pub(super) fn loses_node_alone(case: &Case) -> bool {
+    case.steps.iter().any(|s| {
+        matches!(&s.kind, StepKind::Pods(p) if matches!(p.action, PodAction::LoseNode(_)) && p.alone)
+    })
+}
+
+/// Asks every pod of a PodCliqueSet manifest to keep off the nodes that hold other pods of its
+/// namespace (a preferred pod anti-affinity on the node name; the empty selector matches
+/// every pod, and the namespace is the case's own). On a cluster whose few nodes every case
+/// shares, a case that loses a node with one pod on it needs that pod alone there; a real
+/// scheduler packs pods as it likes otherwise. Preferred, not required: it never keeps a pod
+/// from running, and `alone` still checks the placement before the node goes. A pod
+/// template that has an affinity of its own keeps it.
+pub(super) fn spread_pods(manifest: &mut Value) {
+    let Some(cliques) = manifest
+        .pointer_mut("/spec/template/cliques")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for clique in cliques {
+        let Some(pod) = clique
+            .pointer_mut("/spec/podSpec")
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        pod.entry("affinity").or_insert_with(|| {
+            serde_json::json!({
+                "podAntiAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [{
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {},
+                            "topologyKey": "kubernetes.io/hostname"
+                        }
+                    }]
+                }
+            })
+        });
+    }
+}
+
 /// Whether a case needs the cluster to itself: it loses a node, it pauses or crashes an
 /// implementation that serves every case, or it is large ([`LARGE_CASE_PODS`]).
 pub fn needs_exclusive(
@@ -164,6 +208,47 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn spreading_asks_every_clique_to_avoid_its_namespace_neighbours() {
+        let mut manifest = json!({"spec": {"template": {"cliques": [
+            {"name": "a", "spec": {"podSpec": {"containers": []}}},
+            {"name": "b", "spec": {"podSpec": {"containers": [], "affinity": {"nodeAffinity": {}}}}},
+        ]}}});
+        spread_pods(&mut manifest);
+        let term = manifest.pointer(
+            "/spec/template/cliques/0/spec/podSpec/affinity/podAntiAffinity/preferredDuringSchedulingIgnoredDuringExecution/0/podAffinityTerm",
+        );
+        assert_eq!(
+            term,
+            Some(&json!({"labelSelector": {}, "topologyKey": "kubernetes.io/hostname"}))
+        );
+        // A template's own affinity is kept as it is.
+        assert_eq!(
+            manifest.pointer("/spec/template/cliques/1/spec/podSpec/affinity"),
+            Some(&json!({"nodeAffinity": {}}))
+        );
+    }
+
+    #[test]
+    fn only_the_alone_node_loss_cases_spread_their_pods() {
+        let catalog =
+            crate::catalog::load_catalog(std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
+                .expect("the catalog loads");
+        let spread: Vec<&str> = catalog
+            .cases
+            .iter()
+            .filter(|c| loses_node_alone(c))
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(
+            spread,
+            [
+                "succeeded-pod-lost-with-its-node-still-completes",
+                "succeeded-pod-lost-with-its-node-while-paused-still-completes"
+            ]
+        );
+    }
 
     #[test]
     fn the_256_pod_cases_are_large_through_their_patch() {

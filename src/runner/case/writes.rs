@@ -56,6 +56,9 @@ impl CaseRun<'_> {
             .translate_manifest(Kind::PodCliqueSet, &manifest)
             .map_err(|e| StepError::Skip(e.to_string()))?;
         manifest["metadata"]["namespace"] = json!(self.namespace);
+        if self.spread_pods {
+            super::requirements::spread_pods(&mut manifest);
+        }
         Ok(manifest)
     }
 

@@ -110,8 +110,43 @@ pub fn reap(kind: &Path, name: &str) -> Result<(), TargetError> {
 
 /// Deletes cluster `name`. Cgroups (v1) its nodes' runc left frozen are thawed first: runc
 /// freezes a container's cgroup while it applies device rules, and a runc killed in between
-/// (under heavy load, on a timeout) leaves it frozen, which no kill can get through.
+/// (under heavy load, on a timeout) leaves it frozen, which no kill can get through. A node
+/// busy with hundreds of pods can freeze another cgroup between the thaw and the kill (docker
+/// then says "did not receive an exit event" and the node stays), so the thaw and the delete
+/// are tried again until no node of the cluster is left.
 pub fn delete(kind: &Path, name: &str) -> Result<(), TargetError> {
+    const ATTEMPTS: u32 = 5;
+    let mut attempt = 1;
+    loop {
+        for id in node_ids(name) {
+            thaw(&Path::new("/sys/fs/cgroup/freezer/docker").join(id));
+        }
+        let result = run(delete_command(kind, name)).map(|_| ());
+        let left = node_ids(name);
+        if left.is_empty() {
+            return Ok(());
+        }
+        if attempt == ATTEMPTS {
+            return result.and(Err(TargetError::Kind {
+                command: format!("{} delete cluster --name {name}", kind.display()),
+                detail: format!(
+                    "{} node container(s) still there after {ATTEMPTS} attempts: {}",
+                    left.len(),
+                    left.join(", ")
+                ),
+            }));
+        }
+        eprintln!(
+            "[grove-conformance] kind cluster {name}: {} node container(s) survived the delete, thawing and trying again",
+            left.len()
+        );
+        attempt += 1;
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+/// The full IDs of the containers of kind cluster `name` (none when Docker does not answer).
+fn node_ids(name: &str) -> Vec<String> {
     let mut ids = Command::new("docker");
     ids.args([
         "ps",
@@ -120,10 +155,12 @@ pub fn delete(kind: &Path, name: &str) -> Result<(), TargetError> {
         "--filter",
         &format!("label=io.x-k8s.kind.cluster={name}"),
     ]);
-    for id in run(ids).unwrap_or_default().lines() {
-        thaw(&Path::new("/sys/fs/cgroup/freezer/docker").join(id.trim()));
-    }
-    run(delete_command(kind, name)).map(|_| ())
+    run(ids)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 /// Thaws every frozen cgroup under `dir` (nothing where there is no v1 freezer).

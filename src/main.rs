@@ -86,7 +86,8 @@ struct RunArgs {
     /// (repeatable).
     #[arg(long)]
     filter: Vec<String>,
-    /// Cases at once (default: 8 × cores, between 4 and 16).
+    /// Cases at once (default: 8 × cores, between 4 and 16; on real kubelets, `--kind` or
+    /// `--kubeconfig`, 2 × cores, between 2 and 16).
     #[arg(short = 'j', long)]
     jobs: Option<usize>,
     /// Where the JUnit XML goes (default: <out>/junit.xml).
@@ -343,7 +344,9 @@ fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -> RunSettin
     RunSettings {
         implementation,
         vocab: Vocabulary::new(args.revision),
-        jobs: args.jobs.unwrap_or_else(runner::default_jobs),
+        jobs: args
+            .jobs
+            .unwrap_or_else(|| runner::default_jobs(args.kind || args.kubeconfig.is_some())),
         keep_namespaces: args.keep_namespaces,
         log_dir: args.out.join("logs"),
         fail_fast: args.fail_fast,

@@ -12,13 +12,15 @@
 //! no terminal phase, say) reports `skipped: <reason>` on stderr.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 
 use grove_conformance::catalog::{self, Catalog};
 use grove_conformance::embedded::render_error;
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::case::{RunContext, needs_exclusive, run_case};
-use grove_conformance::runner::{ImplementationSpec, TargetGuard, TargetSpec, acquire};
+use grove_conformance::runner::{
+    ImplementationSpec, TargetGuard, TargetSpec, acquire, default_jobs,
+};
 use grove_conformance::vocab::{Revision, Vocabulary};
 use rstest::rstest;
 
@@ -90,6 +92,42 @@ fn env() -> &'static Env {
     })
 }
 
+/// How many case tests run at once on real kubelets, where each pod costs a real container:
+/// [`default_jobs`], as `grove-conformance run` has it, whatever the test threads (16, for the
+/// embedded cluster). A slot is held for the whole case.
+struct Slots {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+struct Slot(&'static Slots);
+
+impl Slots {
+    fn take(&'static self) -> Slot {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
+        }
+        *free -= 1;
+        Slot(self)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.0.freed.notify_one();
+    }
+}
+
+fn real_kubelet_slots() -> &'static Slots {
+    static SLOTS: OnceLock<Slots> = OnceLock::new();
+    SLOTS.get_or_init(|| Slots {
+        free: Mutex::new(default_jobs(true)),
+        freed: Condvar::new(),
+    })
+}
+
 fn same_file(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
@@ -115,6 +153,7 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
     let implementation = ImplementationSpec::Reference {
         program: PathBuf::from(env!("CARGO_BIN_EXE_grove-conformance")),
     };
+    let _slot = (!env.embedded).then(|| real_kubelet_slots().take());
     // Cases that are large, or lose a node where they cannot have nodes of their own, run
     // alone, as `grove-conformance run` does.
     static CLUSTER: RwLock<()> = RwLock::new(());

@@ -12,7 +12,7 @@
 //! no terminal phase, say) reports `skipped: <reason>` on stderr.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use grove_conformance::catalog::{self, Catalog};
 use grove_conformance::embedded::render_error;
@@ -94,38 +94,10 @@ fn env() -> &'static Env {
 
 /// How many case tests run at once on real kubelets, where each pod costs a real container:
 /// [`default_jobs`], as `grove-conformance run` has it, whatever the test threads (16, for the
-/// embedded cluster). A slot is held for the whole case.
-struct Slots {
-    free: Mutex<usize>,
-    freed: Condvar,
-}
-
-struct Slot(&'static Slots);
-
-impl Slots {
-    fn take(&'static self) -> Slot {
-        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        while *free == 0 {
-            free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
-        }
-        *free -= 1;
-        Slot(self)
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        *self.0.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-        self.0.freed.notify_one();
-    }
-}
-
-fn real_kubelet_slots() -> &'static Slots {
-    static SLOTS: OnceLock<Slots> = OnceLock::new();
-    SLOTS.get_or_init(|| Slots {
-        free: Mutex::new(default_jobs(true)),
-        freed: Condvar::new(),
-    })
+/// embedded cluster). A permit is held for the whole case.
+fn real_kubelet_slots() -> &'static tokio::sync::Semaphore {
+    static SLOTS: OnceLock<tokio::sync::Semaphore> = OnceLock::new();
+    SLOTS.get_or_init(|| tokio::sync::Semaphore::new(default_jobs(true)))
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -153,7 +125,11 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
     let implementation = ImplementationSpec::Reference {
         program: PathBuf::from(env!("CARGO_BIN_EXE_grove-conformance")),
     };
-    let _slot = (!env.embedded).then(|| real_kubelet_slots().take());
+    let _slot = (!env.embedded).then(|| {
+        env.runtime
+            .block_on(real_kubelet_slots().acquire())
+            .expect("the semaphore is never closed")
+    });
     // Cases that are large, or lose a node where they cannot have nodes of their own, run
     // alone, as `grove-conformance run` does.
     static CLUSTER: RwLock<()> = RwLock::new(());

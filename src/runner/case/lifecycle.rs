@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use tokio::sync::Mutex as AsyncMutex;
 
-use super::requirements::{case_pods, is_large, loses_node, loses_node_alone, skip_reason};
+use super::requirements::{case_pods, is_large, loses_node, skip_reason};
 use super::steps::{CaseRun, StepError, execute};
 use crate::catalog::{Applicability, Case, Catalog, ControllerAction, RequestPin};
 use crate::monitor::Violation;
@@ -198,7 +198,6 @@ async fn run_steps_noting(
         remembered: BTreeMap::new(),
         triggers: Vec::new(),
         lost_nodes: Vec::new(),
-        spread_pods: loses_node_alone(case) && !run.pods.private_nodes(),
         time: std::sync::Mutex::default(),
     };
     if let Some(pin) = &run.inject_pin {

@@ -37,11 +37,6 @@ pub(super) struct CaseRun<'a> {
     pub(super) triggers: Vec<tokio::task::JoinHandle<Result<(), String>>>,
     /// Nodes the case lost, recovered at its end.
     pub(super) lost_nodes: Vec<String>,
-    /// The case loses a node that must hold only the lost pods, on nodes the case shares:
-    /// its pods are asked to spread over the nodes (see [`spread_pods`]).
-    ///
-    /// [`spread_pods`]: super::requirements::spread_pods
-    pub(super) spread_pods: bool,
     /// How long the steps waited on the implementation and held expectations.
     pub(super) time: std::sync::Mutex<TimeSplit>,
 }

@@ -56,7 +56,9 @@ impl CaseRun<'_> {
             .translate_manifest(Kind::PodCliqueSet, &manifest)
             .map_err(|e| StepError::Skip(e.to_string()))?;
         manifest["metadata"]["namespace"] = json!(self.namespace);
-        if self.spread_pods {
+        // A node lost with pods that must be alone on it, on nodes the case shares: the
+        // case's pods are asked to spread over the nodes.
+        if super::requirements::loses_node_alone(self.case) && !self.run.pods.private_nodes() {
             super::requirements::spread_pods(&mut manifest);
         }
         Ok(manifest)

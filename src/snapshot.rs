@@ -268,6 +268,121 @@ impl Snapshot {
     }
 }
 
+/// What real kubelets still owe a snapshot's pods: work that is theirs, not the
+/// implementation's (see [`Snapshot::kubelets_caught_up`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KubeletBacklog {
+    /// Pods being deleted from a node, with no finalizer left: their kubelet has yet to stop
+    /// them and remove them.
+    pub terminating: usize,
+    /// Pods bound to a node and still Pending: their kubelet has yet to start them.
+    pub starting: usize,
+    /// Running pods not Ready since their containers started: their kubelet has yet to see
+    /// the readiness probe pass (fixture containers are ready as soon as they run).
+    pub unprobed: usize,
+}
+
+impl KubeletBacklog {
+    /// Whether the kubelets owe nothing.
+    pub fn is_empty(&self) -> bool {
+        self.terminating + self.starting + self.unprobed == 0
+    }
+}
+
+impl std::fmt::Display for KubeletBacklog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} pods still terminating, {} still starting, {} not yet probed ready",
+            self.terminating, self.starting, self.unprobed
+        )
+    }
+}
+
+impl Snapshot {
+    /// The snapshot as it will be once real kubelets have done what they owe its pods, and
+    /// what that is: pods being deleted from a node are gone, pods bound to a node and still
+    /// Pending are Running and Ready, Running pods not Ready since their containers started
+    /// are Ready. Everything else, the implementation's part, stays as it is: an unbound or
+    /// gated pod, a pod made unready after it was ready, a pod held by a finalizer.
+    pub fn kubelets_caught_up(&self) -> (Snapshot, KubeletBacklog) {
+        let mut backlog = KubeletBacklog::default();
+        let mut projected = Snapshot {
+            objects: self.objects.clone(),
+            pods: Vec::with_capacity(self.pods.len()),
+            events: self.events.clone(),
+        };
+        for pod in &self.pods {
+            let bound = pod
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+            let finalized = pod
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty());
+            if is_deleting(pod) {
+                if bound && !finalized {
+                    backlog.terminating += 1;
+                } else {
+                    projected.pods.push(pod.clone());
+                }
+                continue;
+            }
+            let owed = match phase(pod) {
+                "Pending" if bound => Some(&mut backlog.starting),
+                "Running" if !pod_is_ready(pod) && never_ready_since_start(pod) => {
+                    Some(&mut backlog.unprobed)
+                }
+                _ => None,
+            };
+            let Some(owed) = owed else {
+                projected.pods.push(pod.clone());
+                continue;
+            };
+            *owed += 1;
+            let mut pod = pod.clone();
+            pod["status"]["phase"] = Value::from("Running");
+            let ready = serde_json::json!({"type": "Ready", "status": "True"});
+            match pod["status"]["conditions"].as_array_mut() {
+                Some(conditions) => {
+                    conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some("Ready"));
+                    conditions.push(ready);
+                }
+                None => pod["status"]["conditions"] = Value::Array(vec![ready]),
+            }
+            projected.pods.push(pod);
+        }
+        (projected, backlog)
+    }
+}
+
+/// Whether a Running pod's `Ready` condition has been False since before its containers
+/// started (each running, none ready): it was never ready in this run of its containers, as
+/// opposed to a pod made unready later.
+fn never_ready_since_start(pod: &Value) -> bool {
+    let Some(since) = condition(pod, "Ready")
+        .and_then(|c| c.get("lastTransitionTime"))
+        .and_then(Value::as_str)
+    else {
+        return false;
+    };
+    let Some(containers) = pod
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .filter(|c| !c.is_empty())
+    else {
+        return false;
+    };
+    containers.iter().all(|c| {
+        c.get("ready").and_then(Value::as_bool) != Some(true)
+            && c.pointer("/state/running/startedAt")
+                .and_then(Value::as_str)
+                // RFC 3339 times of one clock and format compare as text.
+                .is_some_and(|started| since <= started)
+    })
+}
+
 /// Whether an object is being deleted (`metadata.deletionTimestamp` set).
 pub fn is_deleting(o: &Value) -> bool {
     o.pointer("/metadata/deletionTimestamp")
@@ -449,5 +564,81 @@ mod tests {
                 .len(),
             4
         );
+    }
+
+    /// A Running pod whose container started at `started`, with its Ready condition `ready`
+    /// since `since`.
+    fn running(name: &str, index: u32, ready: bool, since: &str, started: &str) -> Value {
+        let mut p = pod(name, index, "Running", "2026-01-01T00:00:01Z", false);
+        p["status"]["conditions"] = json!([{"type": "Ready",
+            "status": if ready { "True" } else { "False" }, "lastTransitionTime": since}]);
+        p["status"]["containerStatuses"] = json!([{"name": "main", "ready": ready,
+            "state": {"running": {"startedAt": started}}}]);
+        p
+    }
+
+    #[test]
+    fn caught_up_kubelets_finish_what_is_theirs_and_nothing_else() {
+        let mut s = Snapshot::default();
+        // Theirs: a bound pod being deleted, a bound Pending pod, a Running pod not yet
+        // probed ready since its container started.
+        s.insert(pod("stopping", 0, "Running", "2026-01-01T00:00:01Z", true));
+        s.insert(pod("starting", 1, "Pending", "2026-01-01T00:00:01Z", false));
+        s.insert(running(
+            "unprobed",
+            2,
+            false,
+            "2026-01-01T00:00:01Z",
+            "2026-01-01T00:00:03Z",
+        ));
+        // Not theirs: an unbound (gated) pod, a pod made unready after it started, a pod
+        // being deleted that a finalizer holds, a ready pod.
+        let mut gated = pod("gated", 3, "Pending", "2026-01-01T00:00:01Z", false);
+        gated["spec"] = json!({});
+        s.insert(gated);
+        s.insert(running(
+            "flipped",
+            4,
+            false,
+            "2026-01-01T00:00:09Z",
+            "2026-01-01T00:00:03Z",
+        ));
+        let mut held = pod("held", 5, "Running", "2026-01-01T00:00:01Z", true);
+        held["metadata"]["finalizers"] = json!(["example.com/keep"]);
+        s.insert(held);
+        s.insert(running(
+            "ready",
+            6,
+            true,
+            "2026-01-01T00:00:04Z",
+            "2026-01-01T00:00:03Z",
+        ));
+
+        let (projected, backlog) = s.kubelets_caught_up();
+        assert_eq!(
+            backlog,
+            KubeletBacklog {
+                terminating: 1,
+                starting: 1,
+                unprobed: 1
+            }
+        );
+        let names: Vec<&str> = projected
+            .pods
+            .iter()
+            .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
+            .collect();
+        assert!(!names.contains(&"stopping"), "{names:?}");
+        assert_eq!(names.len(), 6);
+        let ready = |name: &str| pod_is_ready(projected.pod_named(name).unwrap());
+        assert!(ready("starting") && ready("unprobed") && ready("ready"));
+        assert!(!ready("gated") && !ready("flipped") && !ready("held"));
+        assert_eq!(phase(projected.pod_named("starting").unwrap()), "Running");
+        assert_eq!(phase(projected.pod_named("gated").unwrap()), "Pending");
+        // The snapshot itself is untouched, and a settled one owes nothing.
+        assert_eq!(s.pods.len(), 7);
+        let settled = projected.kubelets_caught_up();
+        assert!(settled.1.is_empty(), "{}", settled.1);
+        assert_eq!(settled.0, projected);
     }
 }

@@ -96,6 +96,9 @@ struct State {
     /// Per kind, the resourceVersion up to which its watch has delivered every event (from
     /// its events, its bookmarks and its lists).
     progress: HashMap<Kind, u64>,
+    /// Pods that turned Failed while not being deleted, though no step of the harness acted
+    /// on them, nor deleted their owner: uid, and the pod's name with the reason it gives.
+    failed_unprompted: Vec<(String, String)>,
 }
 
 impl State {
@@ -129,6 +132,8 @@ impl State {
 struct HarnessWrites {
     resource_versions: HashSet<u64>,
     deleted_uids: HashSet<String>,
+    /// Pods a pod step acted on (an exit, a readiness flip, a disruption).
+    touched_uids: HashSet<String>,
 }
 
 /// The watches of one case.
@@ -264,6 +269,30 @@ impl Observer {
                 .resource_versions
                 .insert(rv);
         }
+    }
+
+    /// Records that a pod step acts on the pod with this uid.
+    pub fn harness_touched(&self, uid: &str) {
+        self.writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .touched_uids
+            .insert(uid.to_string());
+    }
+
+    /// On real kubelets, the pods that failed though nothing the harness did made them fail
+    /// (a container that could not start, a node that gave out): the case then did not run as
+    /// written. Each is its name with the reason its status gives. (A simulated kubelet fails
+    /// a pod only when a step says so.)
+    pub fn failed_unprompted(&self) -> Vec<String> {
+        if self.fleet.is_some() {
+            return Vec::new();
+        }
+        self.lock()
+            .failed_unprompted
+            .iter()
+            .map(|(_, what)| what.clone())
+            .collect()
     }
 
     /// Records that the harness deleted the object with this uid.
@@ -441,7 +470,20 @@ fn record(
             let harness = writes.lock().unwrap_or_else(|p| p.into_inner());
             facts.owner_deleted_by_harness =
                 owners.iter().any(|o| harness.deleted_uids.contains(o));
+            let prompted = harness.deleted_uids.contains(&uid)
+                || harness.touched_uids.contains(&uid)
+                || facts.owner_deleted_by_harness;
             drop(harness);
+            if !deleted
+                && !deleting(&object)
+                && !prompted
+                && object.pointer("/status/phase").and_then(Value::as_str) == Some("Failed")
+                && !state.failed_unprompted.iter().any(|(u, _)| *u == uid)
+            {
+                let what = format!("{} ({})", name_of(&object), failure_reason(&object));
+                state.failed_unprompted.push((uid.clone(), what));
+            }
+            let snapshot = &mut state.snapshot;
             match (old, deleted) {
                 (Some(i), true) => {
                     snapshot.pods.remove(i);
@@ -707,6 +749,49 @@ async fn watch_kind(
     }
 }
 
+/// A pod's name.
+fn name_of(object: &Value) -> &str {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// Why a failed pod failed, as its status says: its containers' termination reasons and
+/// messages, else the pod's own.
+fn failure_reason(pod: &Value) -> String {
+    let containers: Vec<String> = pod
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.pointer("/state/terminated"))
+        .map(|t| {
+            let field = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or_default();
+            let code = t
+                .get("exitCode")
+                .and_then(Value::as_i64)
+                .unwrap_or_default();
+            let message: String = field("message").chars().take(200).collect();
+            format!("{} exit code {code} {message}", field("reason"))
+                .trim()
+                .to_string()
+        })
+        .collect();
+    if containers.is_empty() {
+        let field = |k: &str| {
+            pod.pointer(&format!("/status/{k}"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        format!("{} {}", field("reason"), field("message"))
+            .trim()
+            .to_string()
+    } else {
+        containers.join("; ")
+    }
+}
+
 /// A streamed event: checks its order, records the watch's progress, and returns its
 /// resourceVersion (where the next session resumes).
 fn streamed(kind: Kind, object: &Value, shared: &Shared, progress: &mut WatchProgress) -> String {
@@ -946,6 +1031,80 @@ mod tests {
         let writes = Arc::new(Mutex::new(HarnessWrites::default()));
         let tx = watch::channel(0).0;
         record(kind, object(kind, name, rv), false, state, &writes, &tx);
+    }
+
+    #[test]
+    fn a_pod_failing_without_a_step_of_the_harness_is_noted_with_its_reason() {
+        let state = Arc::new(judged_state(0));
+        let writes = Arc::new(Mutex::new(HarnessWrites::default()));
+        writes.lock().unwrap().touched_uids.insert("exited".into());
+        writes.lock().unwrap().deleted_uids.insert("evicted".into());
+        let tx = watch::channel(0).0;
+        let failed = |name: &str, rv: u64, deleting: bool| {
+            let mut p = pod(name, rv);
+            p["status"] = json!({"phase": "Failed", "containerStatuses": [{"name": "main",
+                "state": {"terminated": {"exitCode": 128, "reason": "StartError",
+                    "message": "context deadline exceeded"}}}]});
+            if deleting {
+                p["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            }
+            p
+        };
+        // Made to exit, evicted, or killed by a deletion (the implementation's or the
+        // harness's): prompted.
+        record(
+            Kind::Pod,
+            failed("exited", 1, false),
+            false,
+            &state,
+            &writes,
+            &tx,
+        );
+        record(
+            Kind::Pod,
+            failed("evicted", 2, false),
+            false,
+            &state,
+            &writes,
+            &tx,
+        );
+        record(
+            Kind::Pod,
+            failed("deleted", 3, true),
+            false,
+            &state,
+            &writes,
+            &tx,
+        );
+        // Failed by itself, reported twice: noted once.
+        record(Kind::Pod, pod("alone", 4), false, &state, &writes, &tx);
+        record(
+            Kind::Pod,
+            failed("alone", 5, false),
+            false,
+            &state,
+            &writes,
+            &tx,
+        );
+        record(
+            Kind::Pod,
+            failed("alone", 6, false),
+            false,
+            &state,
+            &writes,
+            &tx,
+        );
+        let noted: Vec<String> = state
+            .lock()
+            .unwrap()
+            .failed_unprompted
+            .iter()
+            .map(|(_, what)| what.clone())
+            .collect();
+        assert_eq!(
+            noted,
+            ["alone (StartError exit code 128 context deadline exceeded)"]
+        );
     }
 
     fn released(state: &Mutex<State>) -> Vec<u64> {

@@ -14,7 +14,7 @@ use super::real_pods::RealPods;
 pub enum PodDriver {
     /// The embedded target's simulated kubelet.
     Simulated(Arc<Fleet>),
-    /// Real kubelets: exits and readiness through `kubectl exec`, disruptions through the API,
+    /// Real kubelets: exits and readiness by exec, disruptions through the API,
     /// node loss through the node's container when the target has one.
     Real(RealPods),
 }

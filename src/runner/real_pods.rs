@@ -1,22 +1,25 @@
 //! Driving pods on a real cluster (kind, or any kubeconfig), where there is no simulated
 //! kubelet: fixture containers block reading the FIFO `/tmp/exit-code` and exit with the code
-//! written into it, so an exit is a `kubectl exec`; they serve `/tmp/www` on port 8080 and
-//! their readiness probe asks for `/ready`, so a readiness flip (removing or restoring
-//! `/tmp/www/ready`) is a `kubectl exec` too. Neither costs anything while nothing happens: no
+//! written into it, so an exit is an exec (the API's `exec` subresource, from the harness's own
+//! client: no `kubectl` process per pod); they serve `/tmp/www` on port 8080 and their
+//! readiness probe asks for `/ready`, so a readiness flip (removing or restoring
+//! `/tmp/www/ready`) is an exec too. Neither costs anything while nothing happens: no
 //! polling loop, no exec probe; evictions, preemptions and deletes go through the
 //! API as on the embedded target. On kind a node is lost by killing its container and starting
 //! it again: the node lifecycle controller marks it NotReady and the taint-based eviction
 //! deletes its pods, which the restarted kubelet then finishes.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
-use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::api::{
+    Api, AttachParams, DeleteParams, EvictParams, ListParams, Patch, PatchParams, Preconditions,
+};
 use kube::runtime::wait::await_condition;
 use serde_json::json;
+use tokio::io::AsyncReadExt;
 
 /// The FIFO a fixture container reads its exit code from.
 pub const EXIT_CODE_FILE: &str = "/tmp/exit-code";
@@ -26,6 +29,10 @@ pub const READY_FILE: &str = "/tmp/www/ready";
 /// How long a lost node may take to be noticed (NotReady) and to have its pods evicted, and a
 /// restarted one to be Ready again.
 pub const NODE_TRANSITION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long an exec may take before the harness stops waiting for its answer (an exit's kubelet
+/// report is awaited apart).
+const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How the harness can take a node away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,51 +47,24 @@ pub enum NodeControl {
 #[derive(Clone)]
 pub struct RealPods {
     client: Client,
-    kubeconfig: PathBuf,
-    kubectl: PathBuf,
     nodes: NodeControl,
 }
 
 impl std::fmt::Debug for RealPods {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RealPods")
-            .field("kubeconfig", &self.kubeconfig)
             .field("nodes", &self.nodes)
             .finish_non_exhaustive()
     }
 }
 
-/// `kubectl exec` of a shell `script` in the pod's (only) container.
-fn kubectl_exec(
-    kubectl: &Path,
-    kubeconfig: &Path,
-    namespace: &str,
-    pod: &str,
-    script: String,
-) -> Command {
-    let mut command = Command::new(kubectl);
-    command
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--namespace", namespace, "exec", pod, "--", "sh", "-c"])
-        .arg(script);
-    command
-}
-
-/// The `kubectl exec` that makes fixture containers unready (`false`) or ready again.
-pub fn readiness_command(
-    kubectl: &Path,
-    kubeconfig: &Path,
-    namespace: &str,
-    pod: &str,
-    ready: bool,
-) -> Command {
-    let script = if ready {
+/// The shell script that makes a fixture container unready (`false`) or ready again.
+pub fn readiness_script(ready: bool) -> String {
+    if ready {
         format!("echo ok > {READY_FILE}")
     } else {
         format!("rm -f {READY_FILE}")
-    };
-    kubectl_exec(kubectl, kubeconfig, namespace, pod, script)
+    }
 }
 
 async fn run(mut command: Command, what: &str) -> Result<(), String> {
@@ -109,29 +89,55 @@ fn node_ready(node: &Node) -> Option<bool> {
         .map(|c| c.status == "True")
 }
 
-/// The `kubectl exec` that makes a fixture container exit with `code`.
-pub fn exit_command(
-    kubectl: &Path,
-    kubeconfig: &Path,
-    namespace: &str,
-    pod: &str,
-    code: i32,
-) -> Command {
-    let script = format!(
-        "until [ -p {EXIT_CODE_FILE} ]; do sleep 0.1; done; echo {code} > {EXIT_CODE_FILE}"
-    );
-    kubectl_exec(kubectl, kubeconfig, namespace, pod, script)
+/// The shell script that makes a fixture container exit with `code`.
+pub fn exit_script(code: i32) -> String {
+    format!("until [ -p {EXIT_CODE_FILE} ]; do sleep 0.1; done; echo {code} > {EXIT_CODE_FILE}")
 }
 
 impl RealPods {
-    /// Pod actions through `client`, `kubectl` with `kubeconfig` for exec, and `nodes` for
-    /// node loss.
-    pub fn new(client: Client, kubeconfig: PathBuf, kubectl: PathBuf, nodes: NodeControl) -> Self {
-        RealPods {
-            client,
-            kubeconfig,
-            kubectl,
-            nodes,
+    /// Pod actions through `client`, and `nodes` for node loss.
+    pub fn new(client: Client, nodes: NodeControl) -> Self {
+        RealPods { client, nodes }
+    }
+
+    /// Runs `sh -c script` in the pod's (only) container through the `exec` subresource and
+    /// returns once the command has ended: an error carries its failure status and stderr.
+    async fn exec(&self, namespace: &str, pod: &str, script: String) -> Result<(), String> {
+        tokio::time::timeout(EXEC_TIMEOUT, self.exec_untimed(namespace, pod, script))
+            .await
+            .map_err(|_| {
+                format!("exec in pod {namespace}/{pod}: no answer within {EXEC_TIMEOUT:?}")
+            })?
+    }
+
+    async fn exec_untimed(&self, namespace: &str, pod: &str, script: String) -> Result<(), String> {
+        let params = AttachParams::default().stdout(false).stderr(true);
+        let mut process = self
+            .api(namespace)
+            .exec(pod, ["sh".to_string(), "-c".to_string(), script], &params)
+            .await
+            .map_err(|e| format!("exec in pod {namespace}/{pod}: {e}"))?;
+        let status = process.take_status();
+        let mut stderr = String::new();
+        if let Some(mut reader) = process.stderr() {
+            let _ = reader.read_to_string(&mut stderr).await;
+        }
+        let status = match status {
+            Some(status) => status.await,
+            None => None,
+        };
+        let _ = process.join().await;
+        match status {
+            Some(s) if s.status.as_deref() != Some("Success") => Err(format!(
+                "exec in pod {namespace}/{pod}: {}{}",
+                s.message.unwrap_or_else(|| "failed".into()),
+                if stderr.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", stderr.trim())
+                }
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -140,7 +146,7 @@ impl RealPods {
         self.nodes != NodeControl::Unavailable
     }
 
-    /// Makes the pod's container exit with `code` (via `kubectl exec`), and waits until the
+    /// Makes the pod's container exit with `code` (by exec), and waits until the
     /// kubelet has reported it: a terminal phase, or a restart of the container. A simulated
     /// kubelet reports an exit at once; waiting here gives a case the same order of events on a
     /// real one (a step after an exit sees its outcome).
@@ -161,11 +167,7 @@ impl RealPods {
         let uid = before.metadata.uid.clone();
         // The container ends as soon as the code is written, taking the exec's shell with it:
         // an exec that "fails" (137) has often done its job. The kubelet's report decides.
-        let written = run(
-            exit_command(&self.kubectl, &self.kubeconfig, namespace, pod, code),
-            "kubectl",
-        )
-        .await;
+        let written = self.exec(namespace, pod, exit_script(code)).await;
         let reported = move |p: Option<&Pod>| {
             p.is_none_or(|p| {
                 p.metadata.uid != uid
@@ -207,11 +209,7 @@ impl RealPods {
     /// Makes the pod unready (`false`) or ready again, through its readiness probe, and waits
     /// until its `Ready` condition says so.
     pub async fn set_ready(&self, namespace: &str, pod: &str, ready: bool) -> Result<(), String> {
-        run(
-            readiness_command(&self.kubectl, &self.kubeconfig, namespace, pod, ready),
-            "kubectl",
-        )
-        .await?;
+        self.exec(namespace, pod, readiness_script(ready)).await?;
         let want = if ready { "True" } else { "False" };
         let flipped = move |p: Option<&Pod>| {
             p.and_then(|p| p.status.as_ref())
@@ -393,50 +391,21 @@ mod tests {
 
     #[test]
     fn an_exit_writes_the_code_where_fixture_containers_wait_for_it() {
-        let command = exit_command(
-            Path::new("kubectl"),
-            Path::new("/k/config"),
-            "ns1",
-            "job-0-worker-abcde",
-            3,
-        );
-        assert_eq!(command.get_program(), "kubectl");
-        let args: Vec<String> = command
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
         assert_eq!(
-            args,
-            [
-                "--kubeconfig",
-                "/k/config",
-                "--namespace",
-                "ns1",
-                "exec",
-                "job-0-worker-abcde",
-                "--",
-                "sh",
-                "-c",
-                "until [ -p /tmp/exit-code ]; do sleep 0.1; done; echo 3 > /tmp/exit-code"
-            ]
+            exit_script(3),
+            "until [ -p /tmp/exit-code ]; do sleep 0.1; done; echo 3 > /tmp/exit-code"
         );
     }
 
     #[test]
     fn a_readiness_flip_creates_or_removes_the_file_the_probe_tests() {
-        let args = |ready| {
-            readiness_command(Path::new("kubectl"), Path::new("/k"), "ns1", "p", ready)
-                .get_args()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(args(false).last().unwrap(), "rm -f /tmp/www/ready");
-        assert_eq!(args(true).last().unwrap(), "echo ok > /tmp/www/ready");
+        assert_eq!(readiness_script(false), "rm -f /tmp/www/ready");
+        assert_eq!(readiness_script(true), "echo ok > /tmp/www/ready");
     }
 
     #[test]
     fn every_fixture_container_waits_for_the_exit_code_file_and_probes_readiness() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             let text = std::fs::read_to_string(&path).unwrap();

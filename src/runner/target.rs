@@ -146,8 +146,8 @@ pub async fn acquire(
     };
     // A kind cluster made for the run goes with it (dropped), even when it cannot be used.
     let (client, kubeconfig) = from_kubeconfig(&path, context.as_deref(), scratch.path()).await?;
-    let (kubectl, nodes) = match &kind {
-        Some((assets, cluster, started)) => {
+    let nodes = match &kind {
+        Some((_, cluster, started)) => {
             set_up_nodes(&client, &cluster.name).await?;
             tracing::info!(took = ?started.elapsed(), "kind cluster ready");
             eprintln!(
@@ -155,16 +155,11 @@ pub async fn acquire(
                 cluster.name,
                 started.elapsed()
             );
-            (assets.kubectl.clone(), NodeControl::DockerContainers)
+            NodeControl::DockerContainers
         }
-        None => (PathBuf::from("kubectl"), NodeControl::Unavailable),
+        None => NodeControl::Unavailable,
     };
-    let pods = PodDriver::Real(RealPods::new(
-        client.clone(),
-        kubeconfig.clone(),
-        kubectl,
-        nodes,
-    ));
+    let pods = PodDriver::Real(RealPods::new(client.clone(), nodes));
     let mut guard = TargetGuard {
         handles: TargetHandles {
             client,

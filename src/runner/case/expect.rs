@@ -7,9 +7,18 @@ use super::steps::{CaseRun, StepError, fail};
 use crate::catalog::{Expectation, Remember};
 use crate::matcher;
 use crate::report::Failure;
+use crate::snapshot::{KubeletBacklog, Snapshot};
 
 /// Default for an `expect` without `within` or `for`.
 pub const DEFAULT_WITHIN: Duration = Duration::from_secs(30);
+
+/// On real kubelets, how long after the implementation has done its part of an expectation
+/// (within the window) its kubelets may take to do theirs.
+pub const KUBELET_CATCH_UP: Duration = Duration::from_secs(300);
+
+/// How often, at most, an unmet expectation is judged against the state the kubelets will
+/// make of the snapshot (a projection copies every pod).
+const PROJECTION_INTERVAL: Duration = Duration::from_secs(1);
 
 impl CaseRun<'_> {
     /// `remember`: records the subject's current UID under the step's label.
@@ -33,15 +42,28 @@ impl CaseRun<'_> {
 
     /// Judges `exp` against the observer's snapshot now.
     fn evaluate(&self, exp: &Expectation) -> matcher::Evaluation {
+        self.observer.with_snapshot(|s| self.evaluate_on(exp, s))
+    }
+
+    fn evaluate_on(&self, exp: &Expectation, s: &Snapshot) -> matcher::Evaluation {
         let remembered: matcher::Remembered = self
             .remembered
             .iter()
             .map(|(k, (_, uid))| (k.clone(), uid.clone()))
             .collect();
-        self.observer.with_snapshot(|s| {
-            let current = s.current_uids(&self.remembered, self.vocab());
-            matcher::evaluate(exp, s, &remembered, &current, self.vocab())
-        })
+        let current = s.current_uids(&self.remembered, self.vocab());
+        matcher::evaluate(exp, s, &remembered, &current, self.vocab())
+    }
+
+    /// On real kubelets, whether the implementation has done its part of `exp`: it holds in
+    /// the state the kubelets will make of the snapshot once they have caught up, though not
+    /// yet in the snapshot. Returns what the kubelets still owe, then.
+    fn implementation_part_done(&self, exp: &Expectation) -> Option<KubeletBacklog> {
+        if self.run.pods.fleet().is_some() {
+            return None; // a simulated kubelet owes nothing
+        }
+        let (projected, backlog) = self.observer.with_snapshot(Snapshot::kubelets_caught_up);
+        (!backlog.is_empty() && self.evaluate_on(exp, &projected).ok).then_some(backlog)
     }
 
     /// `expect`: waits (watch-driven) until `exp` holds, up to `within` (default
@@ -79,22 +101,69 @@ impl CaseRun<'_> {
             })
         };
         if let Some(within) = within {
-            let deadline = tokio::time::Instant::now() + within;
+            let started = tokio::time::Instant::now();
+            let window_end = started + within;
+            let mut deadline = window_end;
+            // On real kubelets, a window judges the implementation: once its part holds
+            // within the window, its kubelets get up to [`KUBELET_CATCH_UP`] more for theirs
+            // (starting and stopping pods), and the case's timeout grows by what is used.
+            let mut part_done: Option<(tokio::time::Instant, KubeletBacklog)> = None;
+            let mut projected_at: Option<tokio::time::Instant> = None;
             loop {
                 let eval = self.evaluate(exp);
                 if eval.ok {
+                    if part_done.is_some() {
+                        self.kubelets_took(
+                            tokio::time::Instant::now().saturating_duration_since(window_end),
+                        );
+                    }
                     break;
                 }
                 if self.observer.violation_found() {
                     return Ok(()); // the monitor's verdict is reported at the end
                 }
-                if tokio::time::timeout_at(deadline, changes.changed())
+                let now = tokio::time::Instant::now();
+                if part_done.is_none()
+                    && now < window_end
+                    && projected_at.is_none_or(|at| now >= at + PROJECTION_INTERVAL)
+                {
+                    projected_at = Some(now);
+                    if let Some(backlog) = self.implementation_part_done(exp) {
+                        tracing::info!(
+                            case = %self.case.name,
+                            after = ?now - started,
+                            %backlog,
+                            "the implementation's part of an expectation holds; waiting for the kubelets"
+                        );
+                        part_done = Some((now, backlog));
+                        deadline = deadline.max(now + KUBELET_CATCH_UP);
+                    }
+                }
+                // Wake up to project again while the window lasts, even without a change.
+                let wake = match (part_done, projected_at) {
+                    (None, Some(at)) if self.run.pods.fleet().is_none() => {
+                        deadline.min(at + PROJECTION_INTERVAL).max(now)
+                    }
+                    _ => deadline,
+                };
+                if tokio::time::timeout_at(wake, changes.changed())
                     .await
                     .is_err()
+                    && tokio::time::Instant::now() >= deadline
                 {
                     let eval = self.evaluate(exp);
                     if eval.ok {
                         break;
+                    }
+                    if let Some((at, then)) = part_done {
+                        self.kubelets_took(deadline.saturating_duration_since(window_end));
+                        if let Some(now) = self.implementation_part_done(exp) {
+                            return Err(StepError::Error(format!(
+                                "not true within {within:?}: the implementation had done its part {:.1?} in ({then}), but the target's kubelets had not caught up {KUBELET_CATCH_UP:?} later ({now}), so this target cannot judge the case (it needs more capacity): {}",
+                                at - started,
+                                eval.failures.join("; ")
+                            )));
+                        }
                     }
                     return Err(failure(&eval, format!("not true within {within:?}")));
                 }

@@ -199,6 +199,7 @@ async fn run_steps_noting(
         triggers: Vec::new(),
         lost_nodes: Vec::new(),
         time: std::sync::Mutex::default(),
+        kubelet_lag: Arc::default(),
     };
     if let Some(pin) = &run.inject_pin {
         let Some(instance) = ctx.instance.clone() else {
@@ -223,7 +224,7 @@ async fn run_steps_noting(
             };
         }
     }
-    let result = tokio::time::timeout(timeout, execute(&mut ctx)).await;
+    let result = within_timeout(timeout, ctx.kubelet_lag.clone(), execute(&mut ctx)).await;
     *time = ctx.time_split();
     let outcome = match result {
         Ok(Ok(())) => Outcome::Pass,
@@ -246,6 +247,23 @@ async fn run_steps_noting(
     {
         outcome = Outcome::Error {
             message: format!("the case cannot be judged: {why}"),
+        };
+    }
+    // A failure is the implementation's only if the case ran as written: on real kubelets a
+    // pod can fail by itself (a container the runtime could not start under load).
+    let unprompted = ctx.observer.failed_unprompted();
+    if !unprompted.is_empty() && matches!(outcome, Outcome::Fail(_)) {
+        outcome = Outcome::Error {
+            message: format!(
+                "the case cannot be judged: {} failed on this target though no step made {} fail, so the case did not run as written: {}",
+                if unprompted.len() == 1 {
+                    "a pod"
+                } else {
+                    "pods"
+                },
+                if unprompted.len() == 1 { "it" } else { "them" },
+                unprompted.join("; ")
+            ),
         };
     }
     for trigger in ctx.triggers.drain(..) {
@@ -402,6 +420,29 @@ fn landed_pins(
         .collect()
 }
 
+/// Runs `steps` under the case's `timeout`, grown by the time expectations waited past their
+/// windows for real kubelets (`lag`); `Err` when it ran out.
+async fn within_timeout<T>(
+    timeout: Duration,
+    lag: Arc<std::sync::Mutex<Duration>>,
+    steps: impl std::future::Future<Output = T>,
+) -> Result<T, ()> {
+    let started = tokio::time::Instant::now();
+    let lag = move || *lag.lock().unwrap_or_else(|p| p.into_inner());
+    let mut steps = std::pin::pin!(steps);
+    loop {
+        let deadline = started + timeout + lag();
+        tokio::select! {
+            result = &mut steps => return Ok(result),
+            () = tokio::time::sleep_until(deadline) => {
+                if tokio::time::Instant::now() >= started + timeout + lag() {
+                    return Err(());
+                }
+            }
+        }
+    }
+}
+
 /// Deletes a case's namespace; for a large case, waits until it is gone.
 async fn delete_namespace(namespaces: &Api<Namespace>, namespace: &str, large: bool) {
     let _ = namespaces
@@ -446,4 +487,34 @@ fn rand_suffix() -> u32 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(Instant::now().elapsed().as_nanos());
     (h.finish() & 0xffff) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_case_timeout_grows_by_the_time_spent_waiting_for_kubelets() {
+        let lag = Arc::new(std::sync::Mutex::new(Duration::ZERO));
+        let steps = {
+            let lag = lag.clone();
+            async move {
+                tokio::time::sleep(Duration::from_secs(8)).await;
+                *lag.lock().unwrap() += Duration::from_secs(5);
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                "done"
+            }
+        };
+        // 12 s of steps: past a 10 s timeout, within it once 5 s of lag are added.
+        assert_eq!(
+            within_timeout(Duration::from_secs(10), lag, steps).await,
+            Ok("done")
+        );
+        let lag = Arc::new(std::sync::Mutex::new(Duration::ZERO));
+        let slow = tokio::time::sleep(Duration::from_secs(12));
+        assert_eq!(
+            within_timeout(Duration::from_secs(10), lag, slow).await,
+            Err(())
+        );
+    }
 }

@@ -123,17 +123,19 @@ impl CaseRun<'_> {
             }
             return Ok(());
         }
-        if !matches!(
+        let disrupts = !matches!(
             step.action,
             PodAction::Exit(_) | PodAction::Ready | PodAction::Unready
-        ) {
-            for name in &names {
-                let uid = self.observer.with_snapshot(|s| {
-                    s.pod_named(name)
-                        .and_then(uid)
-                        .unwrap_or_default()
-                        .to_string()
-                });
+        );
+        for name in &names {
+            let uid = self.observer.with_snapshot(|s| {
+                s.pod_named(name)
+                    .and_then(uid)
+                    .unwrap_or_default()
+                    .to_string()
+            });
+            self.observer.harness_touched(&uid);
+            if disrupts {
                 self.observer.harness_deleted(&uid);
             }
         }

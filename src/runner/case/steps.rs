@@ -39,6 +39,9 @@ pub(super) struct CaseRun<'a> {
     pub(super) lost_nodes: Vec<String>,
     /// How long the steps waited on the implementation and held expectations.
     pub(super) time: std::sync::Mutex<TimeSplit>,
+    /// How long expectations waited past their windows for real kubelets to catch up with
+    /// an implementation that had done its part; the case's timeout grows by as much.
+    pub(super) kubelet_lag: Arc<std::sync::Mutex<std::time::Duration>>,
 }
 
 /// Why a step did not go through: the case fails, is skipped, or could not be judged.
@@ -142,6 +145,11 @@ impl CaseRun<'_> {
         let mut time = self.time.lock().unwrap_or_else(|p| p.into_inner());
         time.waiting += waited;
         time.holding += held;
+    }
+
+    /// Records that an expectation waited `lag` past its window for the kubelets.
+    pub(super) fn kubelets_took(&self, lag: std::time::Duration) {
+        *self.kubelet_lag.lock().unwrap_or_else(|p| p.into_inner()) += lag;
     }
 
     /// How long the steps waited and held so far.

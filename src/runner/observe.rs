@@ -273,11 +273,7 @@ impl Observer {
 
     /// Records that a pod step acts on the pod with this uid.
     pub fn harness_touched(&self, uid: &str) {
-        self.writes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .touched_uids
-            .insert(uid.to_string());
+        self.harness_writes().touched_uids.insert(uid.to_string());
     }
 
     /// On real kubelets, the pods that failed though nothing the harness did made them fail
@@ -297,11 +293,11 @@ impl Observer {
 
     /// Records that the harness deleted the object with this uid.
     pub fn harness_deleted(&self, uid: &str) {
-        self.writes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .deleted_uids
-            .insert(uid.to_string());
+        self.harness_writes().deleted_uids.insert(uid.to_string());
+    }
+
+    fn harness_writes(&self) -> std::sync::MutexGuard<'_, HarnessWrites> {
+        self.writes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Monitor violations found so far.
@@ -1040,6 +1036,7 @@ mod tests {
         writes.lock().unwrap().touched_uids.insert("exited".into());
         writes.lock().unwrap().deleted_uids.insert("evicted".into());
         let tx = watch::channel(0).0;
+        let arrive_pod = |pod: Value| record(Kind::Pod, pod, false, &state, &writes, &tx);
         let failed = |name: &str, rv: u64, deleting: bool| {
             let mut p = pod(name, rv);
             p["status"] = json!({"phase": "Failed", "containerStatuses": [{"name": "main",
@@ -1052,48 +1049,13 @@ mod tests {
         };
         // Made to exit, evicted, or killed by a deletion (the implementation's or the
         // harness's): prompted.
-        record(
-            Kind::Pod,
-            failed("exited", 1, false),
-            false,
-            &state,
-            &writes,
-            &tx,
-        );
-        record(
-            Kind::Pod,
-            failed("evicted", 2, false),
-            false,
-            &state,
-            &writes,
-            &tx,
-        );
-        record(
-            Kind::Pod,
-            failed("deleted", 3, true),
-            false,
-            &state,
-            &writes,
-            &tx,
-        );
+        arrive_pod(failed("exited", 1, false));
+        arrive_pod(failed("evicted", 2, false));
+        arrive_pod(failed("deleted", 3, true));
         // Failed by itself, reported twice: noted once.
-        record(Kind::Pod, pod("alone", 4), false, &state, &writes, &tx);
-        record(
-            Kind::Pod,
-            failed("alone", 5, false),
-            false,
-            &state,
-            &writes,
-            &tx,
-        );
-        record(
-            Kind::Pod,
-            failed("alone", 6, false),
-            false,
-            &state,
-            &writes,
-            &tx,
-        );
+        arrive_pod(pod("alone", 4));
+        arrive_pod(failed("alone", 5, false));
+        arrive_pod(failed("alone", 6, false));
         let noted: Vec<String> = state
             .lock()
             .unwrap()

@@ -90,7 +90,8 @@ pub fn kind_dir(root: &Path) -> PathBuf {
 pub struct KindAssets {
     /// The kind binary.
     pub kind: PathBuf,
-    /// kubectl at the pinned version (the real-pod driver execs with it).
+    /// kubectl at the pinned version, for a user to look at the cluster (`setup --kind` prints
+    /// where it is); the harness itself execs through the API.
     pub kubectl: PathBuf,
     /// The folder holding both (put first on `PATH`).
     pub bin_dir: PathBuf,

@@ -55,13 +55,10 @@ impl CaseRun<'_> {
         matcher::evaluate(exp, s, &remembered, &current, self.vocab())
     }
 
-    /// On real kubelets, whether the implementation has done its part of `exp`: it holds in
+    /// Whether the implementation has done its part of `exp` (real kubelets only): it holds in
     /// the state the kubelets will make of the snapshot once they have caught up, though not
     /// yet in the snapshot. Returns what the kubelets still owe, then.
     fn implementation_part_done(&self, exp: &Expectation) -> Option<KubeletBacklog> {
-        if self.run.pods.fleet().is_some() {
-            return None; // a simulated kubelet owes nothing
-        }
         let (projected, backlog) = self.observer.with_snapshot(Snapshot::kubelets_caught_up);
         (!backlog.is_empty() && self.evaluate_on(exp, &projected).ok).then_some(backlog)
     }
@@ -109,6 +106,8 @@ impl CaseRun<'_> {
             // (starting and stopping pods), and the case's timeout grows by what is used.
             let mut part_done: Option<(tokio::time::Instant, KubeletBacklog)> = None;
             let mut projected_at: Option<tokio::time::Instant> = None;
+            // A simulated kubelet owes nothing: its windows are plain.
+            let real_kubelets = self.run.pods.fleet().is_none();
             loop {
                 let eval = self.evaluate(exp);
                 if eval.ok {
@@ -123,7 +122,8 @@ impl CaseRun<'_> {
                     return Ok(()); // the monitor's verdict is reported at the end
                 }
                 let now = tokio::time::Instant::now();
-                if part_done.is_none()
+                if real_kubelets
+                    && part_done.is_none()
                     && now < window_end
                     && projected_at.is_none_or(|at| now >= at + PROJECTION_INTERVAL)
                 {
@@ -141,9 +141,7 @@ impl CaseRun<'_> {
                 }
                 // Wake up to project again while the window lasts, even without a change.
                 let wake = match (part_done, projected_at) {
-                    (None, Some(at)) if self.run.pods.fleet().is_none() => {
-                        deadline.min(at + PROJECTION_INTERVAL).max(now)
-                    }
+                    (None, Some(at)) => deadline.min(at + PROJECTION_INTERVAL).max(now),
                     _ => deadline,
                 };
                 if tokio::time::timeout_at(wake, changes.changed())

@@ -123,9 +123,11 @@ impl Monitor {
         &self.violations
     }
 
-    /// The whole timeline rendered, one entry per line.
+    /// The whole timeline rendered, one entry per line, in resource-version order (an Event
+    /// that arrived late keeps its position number but is shown where etcd committed it).
     pub fn render_timeline(&self) -> String {
-        let all: Vec<(usize, &Entry)> = self.timeline.iter().enumerate().collect();
+        let mut all: Vec<(usize, &Entry)> = self.timeline.iter().enumerate().collect();
+        all.sort_by_key(|(_, e)| e.resource_version);
         render(&all, &self.vocab)
     }
 

@@ -955,12 +955,15 @@ fn release(state: &Mutex<State>, writes: &Mutex<HarnessWrites>, fleet: Option<&F
         return false;
     };
     let newest = entries.last().map_or(0, |e| e.resource_version);
-    // An entry older than one already judged: only an Event (whose watch does not gate) or a
-    // broken promise of the apiserver gets here. Judge the whole timeline again in
-    // resource-version order, the order etcd committed the writes in.
+    // An object entry older than one already judged: only a broken promise of the apiserver
+    // gets here. Judge the whole timeline again in resource-version order, the order etcd
+    // committed the writes in. A late Event (its watch does not gate, and lags under load)
+    // needs no replay: the monitor judges no Event, so it is appended, and the rendered
+    // timeline puts it in its place. Replaying for each one made a 256-pod case's monitor
+    // quadratic: thousands of Events, each a copy and a re-judgement of the whole timeline.
     let late = entries
-        .first()
-        .is_some_and(|e| e.resource_version < state.released_rv);
+        .iter()
+        .any(|e| e.kind != Kind::Event && e.resource_version < state.released_rv);
     let new = if late {
         *monitor = monitor.replayed_with(entries);
         let before = state.violations.len();
@@ -1136,6 +1139,34 @@ mod tests {
         assert_eq!(released(&state), vec![8, 9]);
         // An event past the gate waits like any entry.
         assert_eq!(state.lock().unwrap().pending.len(), 1);
+    }
+
+    #[test]
+    fn a_late_event_is_judged_without_a_replay_and_rendered_in_its_place() {
+        let state = Arc::new(judged_state(10));
+        arrive(&state, Kind::Pod, "p", 8);
+        arrive(&state, Kind::Pod, "q", 10);
+        assert_eq!(released(&state), vec![8, 10]);
+        // The Event watch lags: an Event committed between the two pods arrives after both.
+        arrive(&state, Kind::Event, "e", 9);
+        assert_eq!(released(&state), vec![8, 10, 9]);
+        assert_eq!(state.lock().unwrap().replays, 0);
+        let rendered = state
+            .lock()
+            .unwrap()
+            .monitor
+            .as_ref()
+            .unwrap()
+            .render_timeline();
+        let order: Vec<&str> = rendered
+            .lines()
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(order, ["#0", "#2", "#1"], "{rendered}");
+        // A late object entry is still judged again in resource-version order.
+        arrive(&state, Kind::Pod, "r", 7);
+        assert_eq!(released(&state), vec![7, 8, 9, 10]);
+        assert_eq!(state.lock().unwrap().replays, 1);
     }
 
     #[test]

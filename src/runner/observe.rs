@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 
 use crate::kubelet::Fleet;
 use crate::monitor::{Actor, Entry, EventType, Monitor, Violation};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, is_deleting};
 use crate::vocab::{Kind, Vocabulary};
 
 /// How long one watch session of a gated kind lasts. The apiserver sends a session's bookmark
@@ -167,11 +167,6 @@ fn uid_of(o: &Value) -> String {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string()
-}
-
-fn deleting(o: &Value) -> bool {
-    o.pointer("/metadata/deletionTimestamp")
-        .is_some_and(|t| !t.is_null())
 }
 
 impl Observer {
@@ -451,7 +446,7 @@ fn record(
             let old = snapshot.pods.iter().position(|p| uid_of(p) == uid);
             let was = old.map(|i| snapshot.pods[i].clone());
             facts.deletion_started =
-                (deleted || deleting(&object)) && !was.as_ref().is_some_and(deleting);
+                (deleted || is_deleting(&object)) && !was.as_ref().is_some_and(is_deleting);
             facts.node_newly_set = object
                 .pointer("/spec/nodeName")
                 .is_some_and(|n| !n.is_null())
@@ -471,7 +466,7 @@ fn record(
                 || facts.owner_deleted_by_harness;
             drop(harness);
             if !deleted
-                && !deleting(&object)
+                && !is_deleting(&object)
                 && !prompted
                 && object.pointer("/status/phase").and_then(Value::as_str) == Some("Failed")
                 && !state.failed_unprompted.iter().any(|(u, _)| *u == uid)
@@ -501,11 +496,7 @@ fn record(
             }
         }
         _ => {
-            let name = object
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
+            let name = name_of(&object).to_string();
             if deleted {
                 if snapshot
                     .objects

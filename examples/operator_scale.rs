@@ -15,7 +15,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use grove_conformance::embedded::{EmbeddedCluster, EmbeddedOptions, render_error};
+use grove_conformance::target::embedded::{EmbeddedCluster, EmbeddedOptions, render_error};
 use grove_reference_operator::api::{PodCliqueScalingGroup, PodCliqueSet};
 use grove_reference_operator::controller::{RunOptions, run};
 use grove_reference_operator::names::{

@@ -15,12 +15,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use grove_conformance::catalog::{self, Catalog};
-use grove_conformance::embedded::render_error;
+use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::case::{RunContext, needs_exclusive, run_case};
-use grove_conformance::runner::{
-    ImplementationSpec, TargetGuard, TargetSpec, acquire, default_jobs,
-};
+use grove_conformance::runner::default_jobs;
+use grove_conformance::target::embedded::render_error;
+use grove_conformance::target::{TargetGuard, TargetSpec, acquire};
 use grove_conformance::vocab::{Revision, Vocabulary};
 use rstest::rstest;
 
@@ -75,7 +75,7 @@ fn env() -> &'static Env {
         if let Ok(guard) = &target
             && let Some(cluster) = guard.kind_cluster()
         {
-            grove_conformance::runner::kind::delete_when_gone(
+            grove_conformance::target::kind::delete_when_gone(
                 std::process::id(),
                 &cluster.kind,
                 &cluster.name,

@@ -9,11 +9,13 @@ use std::process::Command;
 use std::sync::Arc;
 
 use grove_conformance::catalog;
-use grove_conformance::embedded::render_error;
+use grove_conformance::implementation::ImplementationSpec;
+use grove_conformance::implementation::container::{OWNER_LABEL, docker_available};
+use grove_conformance::implementation::{Instance, Setup};
 use grove_conformance::report::Outcome;
-use grove_conformance::runner::container::{OWNER_LABEL, docker_available};
-use grove_conformance::runner::implementation::{Instance, Setup};
-use grove_conformance::runner::{ImplementationSpec, RunSettings, Selection, TargetSpec, acquire};
+use grove_conformance::runner::{RunSettings, Selection};
+use grove_conformance::target::embedded::render_error;
+use grove_conformance::target::{TargetSpec, acquire};
 use grove_conformance::vocab::{Revision, Vocabulary};
 
 /// Packs `binary` and the shared libraries it loads into an image with it as entrypoint.

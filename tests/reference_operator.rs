@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use grove_conformance::embedded::{self, EmbeddedCluster, Shared};
+use grove_conformance::target::embedded::{self, EmbeddedCluster, Shared};
 use grove_reference_operator::api::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
 use grove_reference_operator::controller::{RunOptions, run_until};
 use grove_reference_operator::names::{
@@ -186,7 +186,7 @@ async fn deployed_kubeconfig(client: &Client, admin: &Path) -> PathBuf {
         entry["user"]["as"] = user.clone().into();
     }
     // Credentials' paths: private, and removed when the test binary exits.
-    let path = grove_conformance::cluster::process::temp_dir("deployed")
+    let path = grove_conformance::host::process::temp_dir("deployed")
         .unwrap()
         .join("kubeconfig");
     std::fs::write(&path, serde_yaml::to_string(&kubeconfig).unwrap()).unwrap();

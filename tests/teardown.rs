@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use grove_conformance::cluster::{
-    ControlPlane, ControlPlaneOptions, ProvisionOptions, process, provision,
+use grove_conformance::host::process;
+use grove_conformance::target::embedded::{
+    ControlPlane, ControlPlaneOptions, ProvisionOptions, provision,
 };
 
 fn alive(pid: u32) -> bool {

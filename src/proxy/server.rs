@@ -26,7 +26,7 @@ use super::faults::{FaultAction, FaultRule, Fired, HookPosition, Terminal, statu
 use super::record::{Journal, RecordedRequest};
 use super::request::RequestInfo;
 use super::tls;
-use crate::cluster::write_private;
+use crate::host::write_private;
 
 /// The token of the kubeconfig the proxy writes. The proxy ignores it: it listens on
 /// loopback only and sends everything upstream with the upstream kubeconfig's credentials.
@@ -515,21 +515,10 @@ async fn forward(
     shared.upstream.send(upstream).await.map_err(|error| {
         let message = format!(
             "the API proxy failed to reach the apiserver: {}",
-            with_causes(&error)
+            crate::errors::chain(&error)
         );
         status_response(502, info, &message)
     })
-}
-
-/// An error and its causes on one line.
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
 }
 
 /// The apiserver's answer as the client gets it: status, end-to-end headers, streamed body.

@@ -1,23 +1,15 @@
-//! Running cases against a target and an implementation.
+//! Running cases: [`run_cases`] schedules a selection of cases against an acquired target and
+//! an implementation; [`case::run_case`] runs one in its own namespace under the
+//! [`observe::Observer`]'s watches and invariant monitor; [`PodDriver`] is how a case's pod
+//! actions reach pods (the simulated kubelet or real kubelets).
 //!
-//! [`run_cases`] schedules a selection of cases; [`case::run_case`] runs one in its own
-//! namespace under the [`observe::Observer`]'s watches and invariant monitor;
-//! [`implementation`] starts and controls the implementation under test.
+//! May use: [`crate::target`], [`crate::implementation`], [`crate::proxy`], [`crate::kubelet`],
+//! [`crate::host`], the pure core.
 
-pub mod admission;
-pub mod bench;
 pub mod case;
-pub mod container;
-pub mod implementation;
-pub mod kind;
 pub mod observe;
 pub mod pods;
-pub mod real_pods;
 mod run;
-pub mod sweep;
-pub mod target;
 
-pub use implementation::{ImplementationSpec, Instance};
 pub use pods::PodDriver;
 pub use run::{RunSettings, Selection, default_jobs, run_cases};
-pub use target::{TargetGuard, TargetHandles, TargetSpec, acquire};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::catalog::{NodeLoss, PodAction};
 use crate::kubelet::{self, Fleet};
 
-use super::real_pods::RealPods;
+use crate::target::real_kubelets::RealPods;
 
 /// The pod driver of a target.
 #[derive(Clone)]

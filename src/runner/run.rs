@@ -12,11 +12,11 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{Mutex as AsyncMutex, RwLock, Semaphore};
 
 use super::case::{RunContext, needs_exclusive, run_case_queued};
-use super::implementation::{ImplementationSpec, Instance};
-use super::target::TargetHandles;
 use crate::catalog::{Case, Catalog, Profile};
+use crate::implementation::{ImplementationSpec, Instance};
 use crate::proxy::ApiProxy;
 use crate::report::{CaseResult, Outcome, Recorder, RunEvent, RunResults, TimeSplit};
+use crate::target::TargetHandles;
 use crate::vocab::Vocabulary;
 
 /// Which cases to run.

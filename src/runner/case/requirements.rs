@@ -9,7 +9,7 @@ use crate::catalog::{
     Case, Catalog, ControllerAction, PodAction, Request, StepKind, Subresource, Target, Update,
     merge_patch,
 };
-use crate::runner::implementation::ImplementationSpec;
+use crate::implementation::ImplementationSpec;
 use crate::runner::pods::PodDriver;
 use crate::vocab::Kind;
 

@@ -9,9 +9,9 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use super::lifecycle::RunContext;
 use crate::catalog::{Case, ControllerAction, RequestPin, StepKind, Target, UidSubject};
+use crate::implementation::Instance;
 use crate::proxy::ApiProxy;
 use crate::report::{Failure, RunEvent, TimeSplit};
-use crate::runner::implementation::Instance;
 use crate::runner::observe::Observer;
 use crate::vocab::Vocabulary;
 

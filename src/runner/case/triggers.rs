@@ -11,8 +11,8 @@ use super::steps::{CaseRun, StepError};
 use crate::catalog::{
     ControllerAction, ControllerStep, DeletionTarget, ObjectRef, RequestPin, Trigger,
 };
+use crate::implementation::Instance;
 use crate::proxy::{FaultAction, FaultRule, HookPosition, RequestMatch, Verb};
-use crate::runner::implementation::Instance;
 use crate::snapshot::{Snapshot, is_deleting, uid};
 use crate::vocab::Vocabulary;
 

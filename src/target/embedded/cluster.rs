@@ -11,11 +11,11 @@ use kube::Client;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
-use crate::cluster::{
+use crate::kubelet::{Fleet, FleetError, FleetOptions, NODE_LABEL};
+use crate::target::embedded::{
     ControlPlane, ControlPlaneError, ControlPlaneOptions, ProvisionError, ProvisionOptions,
     provision,
 };
-use crate::kubelet::{Fleet, FleetError, FleetOptions, NODE_LABEL};
 
 /// How to start the embedded cluster.
 #[derive(Debug, Clone, Default)]
@@ -144,13 +144,7 @@ impl Shared {
 
 /// Renders an error with its chain of causes.
 pub fn render_error(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(&format!("\n  caused by: {cause}"));
-        source = cause.source();
-    }
-    text
+    format!("{:#}", crate::errors::chain(err))
 }
 
 /// The process-wide embedded cluster, started on first use with `crds` installed.

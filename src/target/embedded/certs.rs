@@ -9,7 +9,7 @@ use rcgen::{
     ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
 };
 
-use super::fsutil::write_private;
+use crate::host::write_private;
 
 /// Paths of every certificate and key the control plane uses, all inside one directory.
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::container::{Container, ContainerError};
-use crate::cluster::process::{SpawnError, Supervised};
+use crate::host::process::{SpawnError, Supervised};
 
 /// What an implementation started by the harness gets besides its command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::Path;
 
-use k8s_openapi::jiff::Timestamp;
+use jiff::Timestamp;
 use quick_xml::Writer;
 use quick_xml::events::{BytesCData, BytesDecl, BytesEnd, BytesStart, Event};
 

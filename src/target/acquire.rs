@@ -12,13 +12,14 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+use super::crds;
+use super::kind::assets as kind_assets;
 use super::kind::{KindCluster, set_up_nodes};
-use super::pods::PodDriver;
-use super::real_pods::{NodeControl, RealPods};
-use crate::cluster::ProvisionOptions;
-use crate::cluster::write_private;
-use crate::cluster::{crds, kind_assets};
-use crate::embedded::{EmbeddedCluster, EmbeddedOptions};
+use super::real_kubelets::{NodeControl, RealPods};
+use crate::host::write_private;
+use crate::runner::PodDriver;
+use crate::target::embedded::ProvisionOptions;
+use crate::target::embedded::{EmbeddedCluster, EmbeddedOptions};
 
 /// Which cluster to run on.
 #[derive(Debug, Clone)]
@@ -39,7 +40,7 @@ pub enum TargetSpec {
         /// Keep the cluster afterwards.
         keep: bool,
         /// The grove-conformance executable: installed as the runc shim on hosts that need
-        /// one (see `cluster::docker_runtime`).
+        /// one (see `target::kind::runc_shim`).
         harness: PathBuf,
     },
 }
@@ -90,12 +91,12 @@ pub async fn acquire(
     let scratch = tempfile::Builder::new()
         .prefix(&format!(
             "{}{}-target-",
-            crate::cluster::process::TEMP_PREFIX,
+            crate::host::process::TEMP_PREFIX,
             std::process::id()
         ))
         .tempdir()
         .map_err(|e| TargetError::Scratch(Box::new(e)))?;
-    crate::cluster::process::register_dir(scratch.path());
+    crate::host::process::register_dir(scratch.path());
     // The kubeconfig to use, its context, and whether a kind cluster was made (kept or not).
     let (path, context, kind) = match spec {
         TargetSpec::Embedded => {
@@ -210,7 +211,7 @@ impl TargetGuard {
 }
 
 /// Field manager of the harness's own writes.
-pub use crate::cluster::crds::FIELD_MANAGER as HARNESS_MANAGER;
+pub use crate::target::crds::FIELD_MANAGER as HARNESS_MANAGER;
 
 /// Errors while preparing a target.
 #[derive(Debug, thiserror::Error)]

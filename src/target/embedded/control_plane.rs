@@ -16,9 +16,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 use super::certs::{self, CertPaths};
-use super::fsutil::{free_port, write_private};
-use super::process::{self, Supervised};
 use super::provision::{Binaries, Component};
+use crate::host::process::{self, Supervised};
+use crate::host::{free_port, write_private};
 
 /// The controllers the embedded controller manager runs by default: ownerReference cascades,
 /// namespace deletion and pod GC as on a real cluster, and what production operators rely on
@@ -91,7 +91,7 @@ pub enum ControlPlaneError {
     Client(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A CRD could not be installed.
     #[error(transparent)]
-    Crd(#[from] super::crds::CrdError),
+    Crd(#[from] crate::target::crds::CrdError),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ControlPlaneError {
@@ -223,10 +223,10 @@ impl ControlPlane {
         .await
         .map_err(keep_logs)?;
 
-        super::crds::install(
+        crate::target::crds::install(
             &client,
             &options.crds,
-            super::crds::FIELD_MANAGER,
+            crate::target::crds::FIELD_MANAGER,
             options.ready_timeout,
         )
         .await

@@ -1,4 +1,4 @@
-//! Small filesystem helpers shared by the cluster modules.
+//! Small filesystem helpers: a private (0600) file write and a free loopback port.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;

@@ -9,9 +9,10 @@
 //! killed are removed the next time one starts.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use base64::Engine as _;
+
+use crate::host::docker;
 use testcontainers::core::{AccessMode, Mount};
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
@@ -42,24 +43,7 @@ pub enum ContainerError {
 
 /// Whether a Docker engine answers (`docker info`), with the reason when not.
 pub fn docker_available() -> Result<(), ContainerError> {
-    probe().map_err(ContainerError::NoDocker)
-}
-
-fn probe() -> Result<(), String> {
-    let output = Command::new("docker")
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .output()
-        .map_err(|e| format!("`docker` cannot run: {e}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        let text = String::from_utf8_lossy(&output.stderr);
-        let line = text
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("`docker info` failed");
-        Err(line.trim().to_string())
-    }
+    docker::available().map_err(|e| ContainerError::NoDocker(e.to_string()))
 }
 
 /// The engine answers, asked once per process; the first time, containers of killed harnesses
@@ -68,7 +52,7 @@ fn engine_ready() -> Result<(), ContainerError> {
     static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     READY
         .get_or_init(|| {
-            probe()?;
+            docker::available().map_err(|e| e.to_string())?;
             reap_orphans();
             Ok(())
         })
@@ -79,7 +63,7 @@ fn engine_ready() -> Result<(), ContainerError> {
 /// Removes containers left by harness processes that no longer run (a SIGKILLed harness cannot
 /// remove its own). Best effort.
 pub fn reap_orphans() {
-    let Ok(output) = Command::new("docker")
+    let Ok(output) = docker::command()
         .args([
             "ps",
             "-a",
@@ -101,7 +85,7 @@ pub fn reap_orphans() {
             .parse::<u32>()
             .is_ok_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
         if !alive {
-            let _ = Command::new("docker").args(["rm", "-f", id]).output();
+            docker::remove(id);
         }
     }
 }
@@ -154,7 +138,7 @@ pub fn self_contained_kubeconfig(source: &Path, out: &Path) -> Result<(), Contai
         }
     }
     let text = serde_yaml::to_string(&doc).map_err(|e| err(&e))?;
-    crate::cluster::write_private(out, text.as_bytes()).map_err(|e| err(&e))
+    crate::host::write_private(out, text.as_bytes()).map_err(|e| err(&e))
 }
 
 /// A running implementation container.

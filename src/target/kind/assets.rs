@@ -14,7 +14,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::provision::{
+use crate::target::embedded::provision::{
     self, Builder, KUBERNETES_VERSION, ProvisionError, ProvisionOptions, default_cache_root, io_err,
 };
 
@@ -150,7 +150,7 @@ pub fn resolve(options: &ProvisionOptions, harness: &Path) -> Result<KindAssets,
         cache: dir.clone(),
         reason,
     })?;
-    super::docker_runtime::ensure_privileged_works(&dir, harness, options.progress).map_err(
+    super::runc_shim::ensure_privileged_works(&dir, harness, options.progress).map_err(
         |reason| ProvisionError::NotFound {
             missing: "a Docker engine that runs privileged containers".into(),
             cache: dir.clone(),

@@ -15,10 +15,10 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::case::{RunContext, run_case};
 use crate::catalog::{Case, ControllerAction, RequestPin, StepKind};
 use crate::proxy::RequestInfo;
 use crate::report::Outcome;
+use crate::runner::case::{RunContext, run_case};
 
 /// One explored crash point.
 #[derive(Debug, Clone)]

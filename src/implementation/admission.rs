@@ -22,9 +22,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::target::{HARNESS_MANAGER, TargetError};
-use crate::cluster::certs;
-use crate::cluster::{free_port, write_private};
+use crate::host::{free_port, write_private};
+use crate::target::embedded::certs;
+use crate::target::{HARNESS_MANAGER, TargetError};
 
 /// A problem with the implementation's CRDs, webhooks or configuration template.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,20 @@
+//! The pure core of grove-conformance: everything that decides, and nothing that does I/O
+//! against a cluster. No kube client and no async runtime are dependencies of this crate, so
+//! the compiler, not a convention, keeps it pure.
+//!
+//! - [`vocab`]: every implementation-facing name, keyed by spec revision;
+//! - [`catalog`]: the case language (parsing, diagnostics, lint, coverage);
+//! - [`snapshot`]: observed state at one instant and the queries on it;
+//! - [`matcher`] and [`diff`]: judging observed objects against expectations;
+//! - [`monitor`]: the always-on invariant monitor over a case's timeline;
+//! - [`report`]: outcomes, the run's event stream, and its writers (console, JUnit, the
+//!   conformance report).
+
+pub mod catalog;
+pub mod diff;
+pub mod errors;
+pub mod matcher;
+pub mod monitor;
+pub mod report;
+pub mod snapshot;
+pub mod vocab;

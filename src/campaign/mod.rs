@@ -1,0 +1,8 @@
+//! Work made of many runs of the catalog or of one case: [`bench`] (repeated whole runs, each
+//! a fresh `grove-conformance run` process, to compare commits and find flakes) and [`sweep`]
+//! (one run per recorded write with a crash pinned at it).
+//!
+//! May use: [`crate::runner`], [`crate::target`], [`crate::implementation`], the pure core.
+
+pub mod bench;
+pub mod sweep;

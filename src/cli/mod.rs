@@ -1,0 +1,192 @@
+//! The `grove-conformance` command line: flags become a plan here, one file per subcommand.
+//!
+//! - `run`: the catalog against a target and an implementation ([`run`]);
+//! - `setup`, `up`: the control-plane binaries and kind assets, a standing cluster ([`setup`]);
+//! - `lint`, `coverage`: the catalog checked and its clause coverage ([`lint`]);
+//! - `bench`, `sweep`: many runs at once ([`campaign`]);
+//! - `reference-operator`: the reference operator itself ([`operator`]).
+//!
+//! Only this folder and the reporters print; the library logs through `tracing`.
+
+mod campaign;
+mod lint;
+mod operator;
+mod run;
+mod setup;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use grove_conformance::{catalog, report};
+
+pub(crate) use run::RunArgs;
+
+/// End-to-end conformance suite for Grove job support (GREP-0285).
+#[derive(Debug, Parser)]
+#[command(name = "grove-conformance", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Find or build etcd, kube-apiserver and kube-controller-manager, and print where they
+    /// are; with `--kind`, also everything `run --kind` needs (Docker needed).
+    Setup {
+        /// Fail instead of building when the binaries are not found.
+        #[arg(long)]
+        no_build: bool,
+        /// Also the kind assets: kind, the node binaries, component images, the busybox
+        /// fixture image and the node image, all built locally.
+        #[arg(long)]
+        kind: bool,
+    },
+    /// Start the embedded cluster and keep it running in the foreground (Ctrl-C stops it).
+    Up {
+        /// Number of simulated nodes.
+        #[arg(long, default_value_t = 8)]
+        nodes: usize,
+    },
+    /// Run the catalog against a target and an implementation; print the summary, write
+    /// JUnit and the conformance report.
+    Run(Box<RunArgs>),
+    /// Run the catalog several times, each run a fresh `run` process, and print each run's
+    /// wall time and outcomes, min/median/max, the slowest cases and every case whose outcome
+    /// was not the same in every run. Exits 0 only when every run passed.
+    Bench {
+        /// How many runs.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Folder for each run's outputs (`run-<i>/`) and the summary (`bench.md`).
+        #[arg(long, default_value = "grove-conformance-bench")]
+        out: PathBuf,
+        /// Arguments of each `run` (after `--`), e.g. `-- --filter crash -j 4`.
+        #[arg(last = true, allow_hyphen_values = true)]
+        run_args: Vec<std::ffi::OsString>,
+    },
+    /// Explore crash points (O3) on the embedded cluster with the reference operator: each
+    /// selected case runs once crash-free with the operator's writes recorded, then once per
+    /// write with a crash pinned just before it (`--after`: also just after), each run
+    /// judged by the case's expectations and the invariant monitor. Exits 0 when every
+    /// reached point passed.
+    Sweep {
+        /// Cases whose name contains it, or whose area is it (repeatable; at least one).
+        #[arg(long, required = true)]
+        filter: Vec<String>,
+        /// Also crash just after each write (carried out, answer not delivered).
+        #[arg(long)]
+        after: bool,
+        /// Folder for implementation logs and the summary (`sweep.md`).
+        #[arg(long, default_value = "grove-conformance-sweep")]
+        out: PathBuf,
+        /// Folder holding `cases/` and `fixtures/`.
+        #[arg(long, default_value = ".")]
+        catalog: PathBuf,
+    },
+    /// Check the whole catalog; fails when a case is invalid or a core clause is cited by no case.
+    Lint {
+        /// Folder holding `cases/` and `fixtures/`.
+        #[arg(long, default_value = ".")]
+        catalog: PathBuf,
+    },
+    /// Print (or write, or check) the clause → cases coverage table.
+    Coverage {
+        /// Folder holding `cases/` and `fixtures/`.
+        #[arg(long, default_value = ".")]
+        catalog: PathBuf,
+        /// Write it to this file instead of printing it.
+        #[arg(long)]
+        write: Option<PathBuf>,
+        /// Fail when this file differs from the table.
+        #[arg(long, conflicts_with = "write")]
+        check: Option<PathBuf>,
+    },
+    /// Run the reference operator (used as the default implementation under test).
+    #[command(hide = true)]
+    ReferenceOperator {
+        /// Kubeconfig to use (default: in-cluster or the default kubeconfig).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Watch only this namespace.
+        #[arg(long)]
+        namespace: Option<String>,
+    },
+}
+
+/// Readiness probes fail by design while components start; kube's client logs each failure.
+const DEFAULT_LOG_FILTER: &str = "warn,kube_client::client::builder=off,kube_client::client::tls=error,kube_client::client=error";
+
+/// The reference operator's default: its decisions, and warnings of everything else.
+const OPERATOR_LOG_FILTER: &str = "warn,grove_reference_operator=info";
+
+/// The binary's entry point.
+pub fn main() -> ExitCode {
+    // Registered as dockerd's runtime on hosts that need it (see `target::kind::runc_shim`).
+    if std::env::args_os()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n == grove_conformance::target::kind::runc_shim::SHIM_NAME)
+        })
+        .unwrap_or(false)
+    {
+        grove_conformance::target::kind::runc_shim::shim_main();
+    }
+    let cli = Cli::parse();
+    // The reference operator logs each decision at info level, so that the log a failed case
+    // keeps explains it.
+    let default_filter = match cli.command {
+        Command::ReferenceOperator { .. } => OPERATOR_LOG_FILTER,
+        _ => DEFAULT_LOG_FILTER,
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default_filter.into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let code = match cli.command {
+        Command::Setup { no_build, kind } => setup::setup(no_build, kind),
+        Command::Up { nodes } => setup::up(nodes),
+        Command::Run(args) => run::run(&args).unwrap_or_else(|code| code),
+        Command::Bench {
+            runs,
+            out,
+            run_args,
+        } => campaign::bench(runs, &out, &run_args),
+        Command::Sweep {
+            filter,
+            after,
+            out,
+            catalog,
+        } => campaign::sweep(&catalog, &filter, after, &out),
+        Command::Lint { catalog } => lint::lint(&catalog),
+        Command::Coverage {
+            catalog,
+            write,
+            check,
+        } => lint::coverage(&catalog, write.as_deref(), check.as_deref()),
+        Command::ReferenceOperator {
+            kubeconfig,
+            namespace,
+        } => operator::reference_operator(kubeconfig, namespace),
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Runtime::new().expect("failed to build a runtime")
+}
+
+pub(crate) fn load(catalog: &Path) -> Result<catalog::Catalog, i32> {
+    catalog::load_catalog(catalog).map_err(|diagnostics| {
+        eprintln!("{}", catalog::render_diagnostics(&diagnostics));
+        report::INVALID_CATALOG
+    })
+}

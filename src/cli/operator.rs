@@ -1,0 +1,22 @@
+//! `reference-operator`: the reference operator, the default implementation under test.
+
+use std::path::PathBuf;
+
+use grove_conformance::report;
+use grove_conformance::target::embedded::render_error;
+
+use super::runtime;
+
+pub(crate) fn reference_operator(kubeconfig: Option<PathBuf>, namespace: Option<String>) -> i32 {
+    let options = grove_reference_operator::controller::RunOptions {
+        kubeconfig,
+        namespace,
+    };
+    match runtime().block_on(grove_reference_operator::controller::run(options)) {
+        Ok(()) => report::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {}", render_error(&err));
+            1
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! `run`: the selected cases of the catalog against a target and an implementation, then the
+//! summary and the reports.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::ValueEnum;
+use grove_conformance::catalog::{self, Profile};
+use grove_conformance::implementation::admission::{
+    self, AdmissionOptions, Prepared, WebhookConfiguration,
+};
+use grove_conformance::implementation::{ImplementationSpec, Setup};
+use grove_conformance::report::{self, ConformanceReport, ProgressLine};
+use grove_conformance::runner::{self, RunSettings, Selection};
+use grove_conformance::target::embedded::render_error;
+use grove_conformance::target::{self, TargetGuard, TargetSpec};
+use grove_conformance::vocab::{Revision, Vocabulary};
+
+use super::{load, runtime};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ImplementationKind {
+    /// The reference operator shipped with this suite (one instance per case).
+    Reference,
+    /// Already running in the cluster; cases that pause or crash it are skipped.
+    External,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ProfileArg {
+    Core,
+    Extended,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// Folder holding `cases/` and `fixtures/`.
+    #[arg(long, default_value = ".")]
+    catalog: PathBuf,
+    /// Run against the cluster of this kubeconfig instead of the embedded one.
+    #[arg(long, env = "GROVE_CONFORMANCE_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Context of `--kubeconfig` to use (default: its current context).
+    #[arg(long, requires = "kubeconfig")]
+    context: Option<String>,
+    /// Create a kind cluster from kind-config/kind.yaml and run against it (needs Docker).
+    #[arg(long, conflicts_with = "kubeconfig")]
+    kind: bool,
+    /// Keep the kind cluster afterwards.
+    #[arg(long, requires = "kind")]
+    keep_cluster: bool,
+    /// The implementation under test.
+    #[arg(long, value_enum, default_value_t = ImplementationKind::Reference)]
+    implementation: ImplementationKind,
+    /// Run this command as the implementation (with KUBECONFIG set; `{namespace}`,
+    /// `{kubeconfig}`, `{cert_dir}`, `{webhook_port}` and `{config}` are substituted; with
+    /// `{namespace}` one instance runs per case).
+    #[arg(long, conflicts_with = "implementation", allow_hyphen_values = true)]
+    implementation_cmd: Option<String>,
+    /// Run the implementation as a container from this local image (`name[:tag]`; Docker
+    /// needed), on the host network with KUBECONFIG set and every placeholder's path mounted;
+    /// `--implementation-cmd`, if given, is its arguments (split on whitespace). Pause is
+    /// `docker pause`, a crash a kill and a start of the same container.
+    #[arg(long, value_name = "IMAGE", conflicts_with = "implementation")]
+    implementation_image: Option<String>,
+    /// Name and version of the implementation for the report (`name@version`).
+    #[arg(long)]
+    implementation_name: Option<String>,
+    /// Spec revision the implementation follows.
+    #[arg(long, default_value = "grep-0285-review")]
+    revision: Revision,
+    /// Only cases of this profile.
+    #[arg(long, value_enum)]
+    profile: Option<ProfileArg>,
+    /// Only cases whose name contains it, whose area is it, or that cite it as a clause
+    /// (repeatable).
+    #[arg(long)]
+    filter: Vec<String>,
+    /// Cases at once (default: 8 × cores, between 4 and 16; on real kubelets, `--kind` or
+    /// `--kubeconfig`, 2 × cores, between 2 and 16).
+    #[arg(short = 'j', long)]
+    jobs: Option<usize>,
+    /// Where the JUnit XML goes (default: <out>/junit.xml).
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Folder for the JUnit XML, the conformance report and implementation logs.
+    #[arg(long, default_value = "grove-conformance-results")]
+    out: PathBuf,
+    /// Start no further case once one fails or errors (the rest are reported as skipped).
+    #[arg(long)]
+    fail_fast: bool,
+    /// Let the implementation reach the apiserver directly instead of through the harness's
+    /// API proxy (cases with `request:` crash pins are then skipped; for measuring the proxy).
+    #[arg(long)]
+    no_api_proxy: bool,
+    /// Keep each case's namespace afterwards.
+    #[arg(long)]
+    keep_namespaces: bool,
+    /// Do not install the Grove CRDs (the cluster has them already).
+    #[arg(long)]
+    no_install_crds: bool,
+    /// Folder of the implementation's own CRDs (YAML), installed instead of the reference
+    /// operator's; the run waits until they are established.
+    #[arg(long, value_name = "DIR")]
+    implementation_crds: Option<PathBuf>,
+    /// File of the implementation's admission webhook configurations: each webhook is pointed
+    /// at https://127.0.0.1:{webhook_port} (same path) and trusts a CA the harness generates;
+    /// the serving certificate is in {cert_dir} (tls.crt, tls.key, ca.crt). The
+    /// implementation is ready once that port accepts connections.
+    #[arg(long, value_name = "FILE")]
+    implementation_webhooks: Option<PathBuf>,
+    /// A configuration file template for the implementation: {cert_dir} and {webhook_port}
+    /// are replaced, and the rendered file's path is {config}.
+    #[arg(long, value_name = "FILE")]
+    implementation_config: Option<PathBuf>,
+}
+
+/// `run`: the selected cases of the catalog against a target and an implementation, then the
+/// summary and the reports. Each step reports its own failure on stderr and returns its exit
+/// code as `Err`; `Ok` is the run's exit code.
+pub(crate) fn run(args: &RunArgs) -> Result<i32, i32> {
+    let catalog = Arc::new(load(&args.catalog)?);
+    let cases = select(&catalog, args)?;
+    create_out_dir(&args.out)?;
+    // The implementation's own files are read and checked before anything starts.
+    let scratch = scratch_dir()?;
+    let prepared = prepare_admission(args, scratch.path())?;
+    let implementation = implementation(args, &prepared)?;
+    let (impl_name, impl_version) = implementation_name(args, &implementation);
+    let settings = run_settings(args, implementation);
+    let spec = target_spec(args)?;
+    let results = runtime().block_on(async {
+        let mut target = acquire_target(&spec, !args.no_install_crds, &prepared).await?;
+        execute(&mut target, &prepared.webhooks, catalog, cases, &settings).await
+    })?;
+    write_reports(args, &results, impl_name, impl_version);
+    Ok(report::exit_code(&results))
+}
+
+/// Creates the folder for the results.
+fn create_out_dir(out: &Path) -> Result<(), i32> {
+    std::fs::create_dir_all(out).map_err(|e| {
+        eprintln!("error: failed to create {}: {e}", out.display());
+        report::SETUP_FAILED
+    })
+}
+
+/// A temporary directory for the files generated for the implementation, removed on drop.
+fn scratch_dir() -> Result<tempfile::TempDir, i32> {
+    tempfile::Builder::new()
+        .prefix("grove-conformance-run-")
+        .tempdir()
+        .map_err(|e| {
+            eprintln!("error: failed to create a temporary directory: {e}");
+            report::SETUP_FAILED
+        })
+}
+
+/// The implementation's CRDs, webhooks and configuration template that `args` names, read
+/// and checked, with their certificates and rendered configuration written to `scratch`.
+fn prepare_admission(args: &RunArgs, scratch: &Path) -> Result<Prepared, i32> {
+    let admission = AdmissionOptions {
+        crds: args.implementation_crds.clone(),
+        webhooks: args.implementation_webhooks.clone(),
+        config_template: args.implementation_config.clone(),
+    };
+    admission::prepare(&admission, scratch).map_err(|e| {
+        eprintln!("error: {}", render_error(&e));
+        report::USAGE
+    })
+}
+
+/// How the cases run: on `implementation`, with the options of `args`.
+fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -> RunSettings {
+    RunSettings {
+        implementation,
+        vocab: Vocabulary::new(args.revision),
+        jobs: args
+            .jobs
+            .unwrap_or_else(|| runner::default_jobs(args.kind || args.kubeconfig.is_some())),
+        keep_namespaces: args.keep_namespaces,
+        log_dir: args.out.join("logs"),
+        fail_fast: args.fail_fast,
+        api_proxy: !args.no_api_proxy,
+    }
+}
+
+/// The target `args` names: a kubeconfig's cluster, a kind cluster, or the embedded one.
+fn target_spec(args: &RunArgs) -> Result<TargetSpec, i32> {
+    if let Some(path) = &args.kubeconfig {
+        return Ok(TargetSpec::Kubeconfig {
+            path: path.clone(),
+            context: args.context.clone(),
+        });
+    }
+    if !args.kind {
+        return Ok(TargetSpec::Embedded);
+    }
+    let harness = std::env::current_exe().map_err(|e| {
+        eprintln!("error: failed to locate this executable: {e}");
+        report::USAGE
+    })?;
+    Ok(TargetSpec::Kind {
+        config: args.catalog.join("kind-config/kind.yaml"),
+        keep: args.keep_cluster,
+        harness,
+    })
+}
+
+/// The target of `spec`, with the implementation's CRDs (the reference operator's when it
+/// brings none; installed unless `install_crds` is false) and its webhooks installed.
+async fn acquire_target(
+    spec: &TargetSpec,
+    install_crds: bool,
+    prepared: &Prepared,
+) -> Result<TargetGuard, i32> {
+    let crds = prepared
+        .crds
+        .clone()
+        .unwrap_or_else(grove_reference_operator::crds);
+    let mut target = target::acquire(spec, crds, install_crds)
+        .await
+        .map_err(|e| {
+            eprintln!("error: {}", render_error(&e));
+            report::SETUP_FAILED
+        })?;
+    if let Some(cluster) = target.embedded() {
+        eprintln!("embedded cluster ready in {:.1?}", cluster.start_duration);
+    }
+    let client = target.handles().client.clone();
+    if let Err(e) = admission::install_webhooks(&client, &prepared.webhooks).await {
+        eprintln!("error: {}", render_error(&e));
+        target.mark_failed();
+        return Err(report::SETUP_FAILED);
+    }
+    Ok(target)
+}
+
+/// Runs `cases` on `target` with a progress line until they finish or SIGINT or SIGTERM
+/// arrives, then removes the implementation's `webhooks`. The target keeps its logs when the
+/// run does not pass.
+async fn execute(
+    target: &mut TargetGuard,
+    webhooks: &[WebhookConfiguration],
+    catalog: Arc<catalog::Catalog>,
+    cases: Vec<catalog::Case>,
+    settings: &RunSettings,
+) -> Result<report::RunResults, i32> {
+    let client = target.handles().client.clone();
+    let progress = progress_on_stderr();
+    let handles = target.handles().clone();
+    let run = runner::run_cases(&handles, catalog, cases, settings, progress);
+    let results = tokio::select! {
+        results = run => results,
+        signal = interrupted() => {
+            // Returning drops the target: a kind cluster is deleted (unless kept), the
+            // embedded cluster and every implementation instance stopped.
+            eprintln!("\ninterrupted by {signal}: stopping the run and tearing the target down");
+            admission::remove_webhooks(&client, webhooks).await;
+            return Err(report::INTERRUPTED);
+        }
+    };
+    admission::remove_webhooks(&client, webhooks).await;
+    let results = results.map_err(|e| {
+        eprintln!("error: failed to run the cases: {e}");
+        target.mark_failed();
+        report::SETUP_FAILED
+    })?;
+    if report::exit_code(&results) != report::SUCCESS {
+        target.mark_failed();
+    }
+    Ok(results)
+}
+
+/// A sink of run events that shows the progress on stderr (one line kept up to date on a
+/// terminal).
+fn progress_on_stderr() -> impl FnMut(&report::RunEvent) + Send + 'static {
+    let interactive = std::io::stderr().is_terminal();
+    let mut progress = ProgressLine::new(std::io::stderr(), interactive);
+    move |event| {
+        let _ = progress.on_event(event);
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM, naming it.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return "SIGINT";
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
+/// The cases `args` selects; exit code 104 when none.
+fn select(catalog: &catalog::Catalog, args: &RunArgs) -> Result<Vec<catalog::Case>, i32> {
+    let selection = Selection {
+        filters: args.filter.clone(),
+        profile: args.profile.map(|p| match p {
+            ProfileArg::Core => Profile::Core,
+            ProfileArg::Extended => Profile::Extended,
+        }),
+    };
+    let cases: Vec<_> = catalog
+        .cases
+        .iter()
+        .filter(|c| selection.selects(c))
+        .cloned()
+        .collect();
+    if cases.is_empty() {
+        eprintln!("error: the filter selected no case");
+        return Err(report::NO_CASES);
+    }
+    Ok(cases)
+}
+
+/// The implementation `args` names, with what `prepared` gives it.
+fn implementation(args: &RunArgs, prepared: &Prepared) -> Result<ImplementationSpec, i32> {
+    let setup = || Setup {
+        placeholders: prepared.placeholders.clone(),
+        ready_port: prepared
+            .serving
+            .as_ref()
+            .filter(|_| !prepared.webhooks.is_empty())
+            .map(|s| s.port),
+        fail_closed: prepared.fail_closed_resources(),
+    };
+    match (
+        &args.implementation_image,
+        &args.implementation_cmd,
+        args.implementation,
+    ) {
+        (Some(image), template, _) => Ok(ImplementationSpec::Image {
+            image: image.clone(),
+            args: template.clone(),
+            setup: setup(),
+        }),
+        (None, Some(template), _) => Ok(ImplementationSpec::Command {
+            template: template.clone(),
+            setup: setup(),
+        }),
+        (None, None, _) if prepared.serving.is_some() => {
+            eprintln!(
+                "error: --implementation-webhooks and --implementation-config need --implementation-cmd or --implementation-image"
+            );
+            Err(report::USAGE)
+        }
+        (None, None, ImplementationKind::External) => Ok(ImplementationSpec::External),
+        (None, None, ImplementationKind::Reference) => {
+            ImplementationSpec::reference_from_current_exe().map_err(|e| {
+                eprintln!("error: failed to locate this executable: {e}");
+                report::SETUP_FAILED
+            })
+        }
+    }
+}
+
+/// Name and version of the implementation for the report.
+fn implementation_name(args: &RunArgs, implementation: &ImplementationSpec) -> (String, String) {
+    match &args.implementation_name {
+        Some(n) => match n.split_once('@') {
+            Some((name, version)) => (name.to_string(), version.to_string()),
+            None => (n.clone(), "unknown".to_string()),
+        },
+        None => match implementation {
+            ImplementationSpec::Reference { .. } => (
+                "grove-reference-operator".to_string(),
+                env!("CARGO_PKG_VERSION").to_string(),
+            ),
+            _ => (implementation.display_name(), "unknown".to_string()),
+        },
+    }
+}
+
+/// The summary table, JUnit and the conformance report.
+fn write_reports(args: &RunArgs, results: &report::RunResults, name: String, version: String) {
+    println!("{}", report::summary_table(results));
+    let junit_path = args
+        .junit
+        .clone()
+        .unwrap_or_else(|| args.out.join("junit.xml"));
+    if let Err(e) = report::write_junit(&junit_path, results, k8s_openapi::jiff::Timestamp::now()) {
+        eprintln!("error: {}", render_error(&e));
+    }
+    let date = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%d")
+        .to_string();
+    let conformance = ConformanceReport::new(
+        report::Implementation { name, version },
+        args.revision,
+        &date,
+        results,
+    );
+    for (file, text) in [
+        ("conformance.yaml", conformance.to_yaml()),
+        ("conformance.md", conformance.to_markdown()),
+    ] {
+        if let Err(e) = std::fs::write(args.out.join(file), text) {
+            eprintln!("error: failed to write {file}: {e}");
+        }
+    }
+    println!(
+        "JUnit: {}  report: {}",
+        junit_path.display(),
+        args.out.join("conformance.md").display()
+    );
+}

@@ -1,0 +1,11 @@
+//! Host helpers every other folder may use: supervised child processes that never outlive us
+//! ([`process`]), small filesystem helpers, and the one way the harness talks to a Docker
+//! engine ([`docker`]).
+//!
+//! May use: the standard library and the crates it needs; nothing else of the harness.
+
+pub mod docker;
+mod fs;
+pub mod process;
+
+pub use fs::{free_port, write_private};

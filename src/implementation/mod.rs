@@ -1,0 +1,12 @@
+//! What is judged: the implementation under test — the reference operator (default), any
+//! command, a container image, or one already running — and what it brings with it: its own
+//! CRDs and admission webhooks ([`admission`]). A command runs as a supervised child process,
+//! an image as a container ([`container`]), so a case can pause, resume or crash it.
+//!
+//! May use: [`crate::host`], [`crate::proxy`], the pure core. Never the runner.
+
+pub mod admission;
+pub mod container;
+mod instance;
+
+pub use instance::*;

@@ -1,0 +1,11 @@
+//! The kind target: the cluster ([`create_command`], [`set_up_nodes`], [`delete`]), the assets
+//! it is built from offline ([`assets`]) and the runc shim for hosts whose root lacks
+//! `CAP_SYS_RESOURCE` ([`runc_shim`]).
+//!
+//! May use: [`crate::host`] (processes, files, docker), the pure core.
+
+pub mod assets;
+mod cluster;
+pub mod runc_shim;
+
+pub use cluster::*;

@@ -1,0 +1,23 @@
+//! What cases run against: the embedded default (a real control plane with the simulated
+//! kubelet of [`crate::kubelet`]), a kind cluster created for the run, or an existing cluster
+//! named by a kubeconfig. [`TargetSpec`] says which; [`acquire`] brings it up and returns the
+//! [`TargetGuard`] that tears it down.
+//!
+//! - `acquire`: the spec, the guard, acquisition and teardown;
+//! - [`crds`]: CRD installation, the one way every target does it;
+//! - [`embedded`]: the embedded control plane (etcd, kube-apiserver, kube-controller-manager),
+//!   its certificates and the build of its binaries;
+//! - [`kind`]: kind clusters, their offline assets (node image, component images) and the runc
+//!   shim some hosts need;
+//! - [`real_kubelets`]: driving pods and nodes where the kubelets are real (kind, any cluster).
+//!
+//! May use: [`crate::host`], [`crate::kubelet`], the pure core. Never the runner or an
+//! implementation.
+
+mod acquire;
+pub mod crds;
+pub mod embedded;
+pub mod kind;
+pub mod real_kubelets;
+
+pub use acquire::*;

@@ -74,7 +74,7 @@ async fn main() {
                 .unwrap()
                 .join("grove-conformance");
             let spec = TargetSpec::Kind {
-                config: "kind-config/kind.yaml".into(),
+                config: None,
                 keep: false,
                 harness,
             };

@@ -2,7 +2,7 @@
 //!
 //! `GROVE_CONFORMANCE_TARGET` selects the target, acquired once per test binary:
 //! - `embedded` (the default): the embedded cluster; every case must run there;
-//! - `kind`: a kind cluster created from `kind-config/kind.yaml` with the assets of
+//! - `kind`: a kind cluster created from the project's configuration with the assets of
 //!   `grove-conformance setup --kind` (built if missing; Docker needed), deleted when the tests
 //!   end;
 //! - `kubeconfig`: the cluster of `GROVE_CONFORMANCE_KUBECONFIG` (also chosen when only that
@@ -20,8 +20,7 @@ use grove_conformance::report::Outcome;
 use grove_conformance::runner::case::{RunContext, needs_exclusive, run_case};
 use grove_conformance::runner::default_jobs;
 use grove_conformance::target::embedded::render_error;
-use grove_conformance::target::{TargetGuard, TargetSpec, acquire};
-use grove_conformance::vocab::{Revision, Vocabulary};
+use grove_conformance::target::{TargetGuard, TargetOptions, acquire};
 use rstest::rstest;
 
 struct Env {
@@ -40,26 +39,10 @@ fn env() -> &'static Env {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let catalog = catalog::load_catalog(root)
             .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
-        let kubeconfig = std::env::var_os("GROVE_CONFORMANCE_KUBECONFIG");
-        let target = std::env::var("GROVE_CONFORMANCE_TARGET").unwrap_or_default();
-        let spec = match (target.as_str(), kubeconfig) {
-            ("kind", _) => TargetSpec::Kind {
-                config: root.join("kind-config/kind.yaml"),
-                keep: false,
-                harness: PathBuf::from(env!("CARGO_BIN_EXE_grove-conformance")),
-            },
-            ("kubeconfig" | "", Some(path)) => TargetSpec::Kubeconfig {
-                path: PathBuf::from(path),
-                context: None,
-            },
-            ("embedded" | "", _) => TargetSpec::Embedded,
-            ("kubeconfig", None) => {
-                panic!("GROVE_CONFORMANCE_TARGET=kubeconfig needs GROVE_CONFORMANCE_KUBECONFIG")
-            }
-            (other, _) => panic!(
-                "GROVE_CONFORMANCE_TARGET={other} is not a target: use embedded, kind or kubeconfig"
-            ),
-        };
+        let options = TargetOptions::from_env().unwrap_or_else(|e| panic!("{e}"));
+        let spec = options
+            .spec(Path::new(env!("CARGO_BIN_EXE_grove-conformance")))
+            .unwrap_or_else(|e| panic!("{e}"));
         // A runtime of its own, so clients and the fleet outlive any single test.
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -85,7 +68,7 @@ fn env() -> &'static Env {
         Env {
             runtime,
             target,
-            embedded: matches!(spec, TargetSpec::Embedded),
+            embedded: !spec.real_kubelets(),
             catalog: Arc::new(catalog),
             logs: root.join("target/grove-conformance-test-logs"),
         }
@@ -142,22 +125,13 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
     }
     let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let result = env.runtime.block_on(async {
-        let context = RunContext {
-            shared_proxy: None,
-            api_proxy: true,
-            inject_pin: None,
-            record_writes: None,
-            client: target.client.clone(),
-            kubeconfig: target.kubeconfig.clone(),
-            pods: target.pods.clone(),
+        let context = RunContext::new(
+            &target,
             implementation,
-            shared_instance: None,
-            vocab: Vocabulary::new(Revision::default()),
-            catalog: env.catalog.clone(),
-            keep_namespaces: false,
-            log_dir: env.logs.clone(),
+            env.catalog.clone(),
+            env.logs.clone(),
             events,
-        };
+        );
         run_case(&context, &case).await
     });
     receiver.close();

@@ -45,7 +45,7 @@ impl Snapshot {
             (Some(kind), Some(name)) => {
                 self.objects.insert((kind, name), object);
             }
-            _ => {}
+            (Some(_), None) | (None, _) => {}
         }
     }
 

@@ -13,31 +13,7 @@ use std::time::{Duration, Instant};
 use quick_xml::Reader;
 use quick_xml::events::Event;
 
-use crate::report::TIME_PROPERTIES;
-
-/// The outcome of one case in one run, as its JUnit testcase says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum CaseVerdict {
-    /// No failure, error or skipped element.
-    Pass,
-    /// A `<failure>`.
-    Fail,
-    /// An `<error>`.
-    Error,
-    /// A `<skipped>` (skipped or not applicable).
-    Skip,
-}
-
-impl CaseVerdict {
-    fn as_str(self) -> &'static str {
-        match self {
-            CaseVerdict::Pass => "pass",
-            CaseVerdict::Fail => "fail",
-            CaseVerdict::Error => "error",
-            CaseVerdict::Skip => "skip",
-        }
-    }
-}
+use crate::report::{NOT_APPLICABLE_PREFIX, TIME_PROPERTIES, Verdict};
 
 /// One case of one run.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,7 +21,7 @@ pub struct CaseRun {
     /// `area/name`.
     pub case: String,
     /// Its outcome.
-    pub verdict: CaseVerdict,
+    pub verdict: Verdict,
     /// Its wall time.
     pub time: Duration,
     /// Where it went, from the testcase's properties, in
@@ -70,7 +46,7 @@ pub struct Run {
 }
 
 impl Run {
-    fn count(&self, v: CaseVerdict) -> usize {
+    fn count(&self, v: Verdict) -> usize {
         self.cases.iter().filter(|c| c.verdict == v).count()
     }
 }
@@ -212,7 +188,7 @@ fn parse_junit(text: &str) -> Result<Vec<CaseRun>, Box<dyn std::error::Error + S
                         .unwrap_or(0.0);
                     let case = CaseRun {
                         case: format!("{area}/{name}"),
-                        verdict: CaseVerdict::Pass,
+                        verdict: Verdict::Pass,
                         time: Duration::from_secs_f64(secs.max(0.0)),
                         split: [Duration::ZERO; 4],
                     };
@@ -244,10 +220,15 @@ fn parse_junit(text: &str) -> Result<Vec<CaseRun>, Box<dyn std::error::Error + S
                 }
                 b"failure" | b"error" | b"skipped" => {
                     if let Some(c) = current.as_mut() {
-                        c.verdict = match e.name().as_ref() {
-                            b"failure" => CaseVerdict::Fail,
-                            b"error" => CaseVerdict::Error,
-                            _ => CaseVerdict::Skip,
+                        let not_applicable = e.attributes().flatten().any(|a| {
+                            a.key.as_ref() == b"message"
+                                && a.value.starts_with(NOT_APPLICABLE_PREFIX.as_bytes())
+                        });
+                        c.verdict = match (e.name().as_ref(), not_applicable) {
+                            (b"failure", _) => Verdict::Fail,
+                            (b"error", _) => Verdict::Error,
+                            (_, true) => Verdict::NotApplicable,
+                            (_, false) => Verdict::Skip,
                         };
                     }
                 }
@@ -279,13 +260,14 @@ pub fn run_line(run: &Run) -> String {
         .exit_code
         .map_or_else(|| "signal".to_owned(), |c| c.to_string());
     format!(
-        "run {:>2}: {:>7.1} s  pass {:>3}  fail {}  error {}  skip {}  exit {code}",
+        "run {:>2}: {:>7.1} s  pass {:>3}  fail {}  error {}  skip {}  n/a {}  exit {code}",
         run.index,
         run.wall.as_secs_f64(),
-        run.count(CaseVerdict::Pass),
-        run.count(CaseVerdict::Fail),
-        run.count(CaseVerdict::Error),
-        run.count(CaseVerdict::Skip),
+        run.count(Verdict::Pass),
+        run.count(Verdict::Fail),
+        run.count(Verdict::Error),
+        run.count(Verdict::Skip),
+        run.count(Verdict::NotApplicable),
     )
 }
 
@@ -296,21 +278,22 @@ pub fn summary(runs: &[Run]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| run | wall (s) | case time (s) | pass | fail | error | skip | exit |"
+        "| run | wall (s) | case time (s) | pass | fail | error | skip | n/a | exit |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
     for r in runs {
         let case_time: Duration = r.cases.iter().map(|c| c.time).sum();
         let _ = writeln!(
             out,
-            "| {} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
+            "| {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} |",
             r.index,
             r.wall.as_secs_f64(),
             case_time.as_secs_f64(),
-            r.count(CaseVerdict::Pass),
-            r.count(CaseVerdict::Fail),
-            r.count(CaseVerdict::Error),
-            r.count(CaseVerdict::Skip),
+            r.count(Verdict::Pass),
+            r.count(Verdict::Fail),
+            r.count(Verdict::Error),
+            r.count(Verdict::Skip),
+            r.count(Verdict::NotApplicable),
             r.exit_code
                 .map_or_else(|| "signal".to_owned(), |c| c.to_string()),
         );
@@ -350,7 +333,7 @@ pub fn summary(runs: &[Run]) -> String {
         }
     }
 
-    let mut by_case: BTreeMap<&str, Vec<(usize, CaseVerdict, Duration)>> = BTreeMap::new();
+    let mut by_case: BTreeMap<&str, Vec<(usize, Verdict, Duration)>> = BTreeMap::new();
     for r in runs {
         for c in &r.cases {
             by_case
@@ -375,7 +358,7 @@ pub fn summary(runs: &[Run]) -> String {
         .map(|(case, xs)| {
             let runs: Vec<String> = xs
                 .iter()
-                .map(|(i, v, _)| format!("{i}:{}", v.as_str()))
+                .map(|(i, v, _)| format!("{i}:{}", v.label()))
                 .collect();
             format!("- {case}: {}", runs.join(" "))
         })
@@ -421,17 +404,17 @@ mod tests {
     #[test]
     fn junit_testcases_are_read_with_their_outcome_and_time() {
         let cases = parse_junit(JUNIT).unwrap();
-        let got: Vec<(&str, CaseVerdict, u128)> = cases
+        let got: Vec<(&str, Verdict, u128)> = cases
             .iter()
             .map(|c| (c.case.as_str(), c.verdict, c.time.as_millis()))
             .collect();
         assert_eq!(
             got,
             vec![
-                ("guards/a", CaseVerdict::Pass, 1500),
-                ("guards/b", CaseVerdict::Fail, 2000),
-                ("crash/c", CaseVerdict::Skip, 100),
-                ("crash/d", CaseVerdict::Pass, 200),
+                ("guards/a", Verdict::Pass, 1500),
+                ("guards/b", Verdict::Fail, 2000),
+                ("crash/c", Verdict::Skip, 100),
+                ("crash/d", Verdict::Pass, 200),
             ]
         );
         assert_eq!(
@@ -441,7 +424,7 @@ mod tests {
         assert_eq!(cases[1].split, [Duration::ZERO; 4]);
     }
 
-    fn run(index: usize, wall: u64, verdict_b: CaseVerdict) -> Run {
+    fn run(index: usize, wall: u64, verdict_b: Verdict) -> Run {
         Run {
             index,
             wall: Duration::from_secs(wall),
@@ -449,7 +432,7 @@ mod tests {
             cases: vec![
                 CaseRun {
                     case: "guards/a".into(),
-                    verdict: CaseVerdict::Pass,
+                    verdict: Verdict::Pass,
                     time: Duration::from_secs(1),
                     split: [Duration::ZERO; 4],
                 },
@@ -472,9 +455,9 @@ mod tests {
     #[test]
     fn the_summary_names_a_case_whose_outcome_changed_between_runs() {
         let runs = vec![
-            run(1, 10, CaseVerdict::Pass),
-            run(2, 30, CaseVerdict::Fail),
-            run(3, 20, CaseVerdict::Pass),
+            run(1, 10, Verdict::Pass),
+            run(2, 30, Verdict::Fail),
+            run(3, 20, Verdict::Pass),
         ];
         let s = summary(&runs);
         assert!(s.contains("| wall | 10.0 | 20.0 | 30.0 |"), "{s}");
@@ -489,7 +472,7 @@ mod tests {
 
     #[test]
     fn the_summary_says_so_when_every_run_agreed() {
-        let runs = vec![run(1, 10, CaseVerdict::Pass), run(2, 11, CaseVerdict::Pass)];
+        let runs = vec![run(1, 10, Verdict::Pass), run(2, 11, Verdict::Pass)];
         let s = summary(&runs);
         assert!(
             s.contains("every case had the same outcome in every run"),

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::catalog::{Case, ControllerAction, RequestPin, StepKind};
 use crate::proxy::RequestInfo;
-use crate::report::Outcome;
+use crate::report::{Outcome, Verdict};
 use crate::runner::case::{RunContext, run_case};
 
 /// One explored crash point.
@@ -36,14 +36,16 @@ pub struct SweepPoint {
 }
 
 impl SweepPoint {
-    /// The point's verdict in one word: `pass`, `fail`, `error`, or `not reached` (the pin
-    /// never fired: a skip).
-    pub fn verdict(&self) -> &'static str {
-        match &self.outcome {
-            Outcome::Pass => "pass",
-            Outcome::Fail(_) => "fail",
-            Outcome::Error { .. } => "error",
-            Outcome::Skip { .. } | Outcome::NotApplicable { .. } => "not reached",
+    /// The point's verdict: a skip means the pin never fired (the point was not reached).
+    pub fn verdict(&self) -> Verdict {
+        self.outcome.verdict()
+    }
+
+    /// The verdict in words: `pass`, `fail`, `error`, or `not reached` (a skip).
+    pub fn verdict_words(&self) -> &'static str {
+        match self.verdict() {
+            Verdict::Skip | Verdict::NotApplicable => "not reached",
+            v @ (Verdict::Pass | Verdict::Fail | Verdict::Error) => v.label(),
         }
     }
 }
@@ -162,16 +164,16 @@ pub fn summary(sweeps: &[Sweep]) -> String {
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|");
     for s in sweeps {
-        let count = |v: &str| s.points.iter().filter(|p| p.verdict() == v).count();
+        let count = |v: Verdict| s.points.iter().filter(|p| p.verdict() == v).count();
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {:.1} |",
             s.case,
             s.writes.len(),
             s.points.len(),
-            count("pass"),
-            count("fail") + count("error"),
-            count("not reached"),
+            count(Verdict::Pass),
+            count(Verdict::Fail) + count(Verdict::Error),
+            count(Verdict::Skip) + count(Verdict::NotApplicable),
             s.duration.as_secs_f64()
         );
     }
@@ -198,7 +200,7 @@ pub fn summary(sweeps: &[Sweep]) -> String {
                 "| {} | {} | {}{} | {} |",
                 p.write,
                 p.pin,
-                p.verdict(),
+                p.verdict_words(),
                 why.replace('|', "/"),
                 p.landed.join("; ")
             );

@@ -8,7 +8,6 @@ use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::report;
 use grove_conformance::target::TargetSpec;
 use grove_conformance::target::embedded::render_error;
-use grove_conformance::vocab::Vocabulary;
 
 use super::{load, runtime};
 
@@ -61,22 +60,13 @@ pub(crate) fn sweep(root: &Path, filter: &[String], after: bool, out: &Path) -> 
         };
         let handles = target.handles().clone();
         let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
-        let context = RunContext {
-            client: handles.client.clone(),
-            kubeconfig: handles.kubeconfig.clone(),
-            pods: handles.pods.clone(),
+        let context = RunContext::new(
+            &handles,
             implementation,
-            shared_instance: None,
-            shared_proxy: None,
-            api_proxy: true,
-            vocab: Vocabulary::default(),
-            catalog: catalog.clone(),
-            keep_namespaces: false,
-            log_dir: logs.clone(),
+            catalog.clone(),
+            logs.clone(),
             events,
-            inject_pin: None,
-            record_writes: None,
-        };
+        );
         let mut sweeps = Vec::new();
         for case in &cases {
             if let Some(why) = sweep::unsweepable(case) {
@@ -90,7 +80,7 @@ pub(crate) fn sweep(root: &Path, filter: &[String], after: bool, out: &Path) -> 
                     case.name,
                     p.write,
                     p.pin.to_string(),
-                    p.verdict(),
+                    p.verdict_words(),
                     p.landed
                         .first()
                         .map(|l| format!(" ({l})"))
@@ -115,9 +105,7 @@ pub(crate) fn sweep(root: &Path, filter: &[String], after: bool, out: &Path) -> 
         }
         let failed = sweeps.iter().any(|s| {
             s.baseline != report::Outcome::Pass
-                || s.points
-                    .iter()
-                    .any(|p| matches!(p.verdict(), "fail" | "error"))
+                || s.points.iter().any(|p| !p.verdict().is_success())
         });
         if failed {
             report::CASES_FAILED

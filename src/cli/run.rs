@@ -14,7 +14,7 @@ use grove_conformance::implementation::{ImplementationSpec, Setup};
 use grove_conformance::report::{self, ConformanceReport, ProgressLine};
 use grove_conformance::runner::{self, RunSettings, Selection};
 use grove_conformance::target::embedded::render_error;
-use grove_conformance::target::{self, TargetGuard, TargetSpec};
+use grove_conformance::target::{self, TargetGuard, TargetOptions, TargetSpec};
 use grove_conformance::vocab::{Revision, Vocabulary};
 
 use super::{load, runtime};
@@ -44,12 +44,16 @@ pub(crate) struct RunArgs {
     /// Context of `--kubeconfig` to use (default: its current context).
     #[arg(long, requires = "kubeconfig")]
     context: Option<String>,
-    /// Create a kind cluster from kind-config/kind.yaml and run against it (needs Docker).
+    /// Create a kind cluster and run against it (needs Docker).
     #[arg(long, conflicts_with = "kubeconfig")]
     kind: bool,
     /// Keep the kind cluster afterwards.
     #[arg(long, requires = "kind")]
     keep_cluster: bool,
+    /// The kind cluster configuration (default: the project's own, built into this binary,
+    /// whatever `--catalog` is).
+    #[arg(long, value_name = "FILE", requires = "kind")]
+    kind_config: Option<PathBuf>,
     /// The implementation under test.
     #[arg(long, value_enum, default_value_t = ImplementationKind::Reference)]
     implementation: ImplementationKind,
@@ -138,6 +142,19 @@ pub(crate) fn run(args: &RunArgs) -> Result<i32, i32> {
     Ok(report::exit_code(&results))
 }
 
+impl RunArgs {
+    /// The target options among the arguments.
+    fn target_options(&self) -> TargetOptions {
+        TargetOptions {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            kind: self.kind,
+            keep_cluster: self.keep_cluster,
+            kind_config: self.kind_config.clone(),
+        }
+    }
+}
+
 /// Creates the folder for the results.
 fn create_out_dir(out: &Path) -> Result<(), i32> {
     std::fs::create_dir_all(out).map_err(|e| {
@@ -178,7 +195,7 @@ fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -> RunSettin
         vocab: Vocabulary::new(args.revision),
         jobs: args
             .jobs
-            .unwrap_or_else(|| runner::default_jobs(args.kind || args.kubeconfig.is_some())),
+            .unwrap_or_else(|| runner::default_jobs(args.target_options().real_kubelets())),
         keep_namespaces: args.keep_namespaces,
         log_dir: args.out.join("logs"),
         fail_fast: args.fail_fast,
@@ -188,23 +205,13 @@ fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -> RunSettin
 
 /// The target `args` names: a kubeconfig's cluster, a kind cluster, or the embedded one.
 fn target_spec(args: &RunArgs) -> Result<TargetSpec, i32> {
-    if let Some(path) = &args.kubeconfig {
-        return Ok(TargetSpec::Kubeconfig {
-            path: path.clone(),
-            context: args.context.clone(),
-        });
-    }
-    if !args.kind {
-        return Ok(TargetSpec::Embedded);
-    }
     let harness = std::env::current_exe().map_err(|e| {
         eprintln!("error: failed to locate this executable: {e}");
         report::USAGE
     })?;
-    Ok(TargetSpec::Kind {
-        config: args.catalog.join("kind-config/kind.yaml"),
-        keep: args.keep_cluster,
-        harness,
+    args.target_options().spec(&harness).map_err(|e| {
+        eprintln!("error: {e}");
+        report::USAGE
     })
 }
 

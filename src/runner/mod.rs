@@ -7,6 +7,7 @@
 //! [`crate::host`], the pure core.
 
 pub mod case;
+mod context;
 pub mod observe;
 pub mod pods;
 mod run;

@@ -49,7 +49,14 @@ impl PodDriver {
                     "`lose-node` needs a target whose nodes the harness can stop: the embedded target or kind"
                         .into(),
                 ),
-                _ => None,
+                PodAction::LoseNode(_)
+                | PodAction::Exit(_)
+                | PodAction::Unready
+                | PodAction::Ready
+                | PodAction::Evict
+                | PodAction::Preempt
+                | PodAction::Delete
+                | PodAction::ForceDelete => None,
             },
         }
     }

@@ -177,20 +177,18 @@ pub async fn run_cases(
         }
     };
     let context = Arc::new(RunContext {
-        client: target.client.clone(),
-        kubeconfig: target.kubeconfig.clone(),
-        pods: target.pods.clone(),
-        implementation: settings.implementation.clone(),
         shared_instance,
         shared_proxy,
         api_proxy: settings.api_proxy,
-        inject_pin: None,
-        record_writes: None,
         vocab: settings.vocab,
-        catalog,
         keep_namespaces: settings.keep_namespaces,
-        log_dir: settings.log_dir.clone(),
-        events: tx.clone(),
+        ..RunContext::new(
+            target,
+            settings.implementation.clone(),
+            catalog,
+            settings.log_dir.clone(),
+            tx.clone(),
+        )
     });
     let slots = Arc::new(Semaphore::new(settings.jobs.max(1)));
     let cluster = Arc::new(RwLock::new(()));

@@ -35,8 +35,8 @@ pub enum TargetSpec {
     },
     /// A kind cluster created from `config` for the run.
     Kind {
-        /// The kind cluster configuration.
-        config: PathBuf,
+        /// The kind cluster configuration (default: the project's, [`super::KIND_CONFIG`]).
+        config: Option<PathBuf>,
         /// Keep the cluster afterwards.
         keep: bool,
         /// The grove-conformance executable: installed as the runc shim on hosts that need
@@ -126,7 +126,16 @@ pub async fn acquire(
             harness,
         } => {
             let kubeconfig = scratch.path().join("kind-kubeconfig");
-            let (config, keep, path) = (config.clone(), *keep, kubeconfig.clone());
+            let config = match config {
+                Some(config) => config.clone(),
+                None => {
+                    let built_in = scratch.path().join("kind.yaml");
+                    std::fs::write(&built_in, super::KIND_CONFIG)
+                        .map_err(|e| TargetError::Scratch(Box::new(e)))?;
+                    built_in
+                }
+            };
+            let (keep, path) = (*keep, kubeconfig.clone());
             let harness = harness.clone();
             let started = std::time::Instant::now();
             let (assets, cluster) = tokio::task::spawn_blocking(move || {

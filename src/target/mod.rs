@@ -3,6 +3,7 @@
 //! named by a kubeconfig. [`TargetSpec`] says which; [`acquire`] brings it up and returns the
 //! [`TargetGuard`] that tears it down.
 //!
+//! - `options`: the one mapping from options or the environment to a [`TargetSpec`];
 //! - `acquire`: the spec, the guard, acquisition and teardown;
 //! - [`crds`]: CRD installation, the one way every target does it;
 //! - [`embedded`]: the embedded control plane (etcd, kube-apiserver, kube-controller-manager),
@@ -18,6 +19,8 @@ mod acquire;
 pub mod crds;
 pub mod embedded;
 pub mod kind;
+mod options;
 pub mod real_kubelets;
 
 pub use acquire::*;
+pub use options::{KIND_CONFIG, TargetOptions, TargetOptionsError};

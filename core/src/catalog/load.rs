@@ -356,7 +356,16 @@ impl Catalog {
                     request: Request::Apply(a),
                     ..
                 }) => a,
-                _ => continue,
+                StepKind::Reject(super::model::Reject {
+                    request: Request::Update(_),
+                    ..
+                })
+                | StepKind::Update(_)
+                | StepKind::Delete(_)
+                | StepKind::Pods(_)
+                | StepKind::Controller(_)
+                | StepKind::Remember(_)
+                | StepKind::Expect(_) => continue,
             };
             if let Err(e) = self.manifest(apply, &vocab) {
                 return Applicability::NotApplicable(e.to_string());

@@ -9,6 +9,7 @@ use quick_xml::Writer;
 use quick_xml::events::{BytesCData, BytesDecl, BytesEnd, BytesStart, Event};
 
 use super::event::{CaseResult, Outcome, RunResults};
+use super::verdict::NOT_APPLICABLE_PREFIX;
 
 /// A failure to write the JUnit file.
 #[derive(Debug, thiserror::Error)]
@@ -157,7 +158,7 @@ fn testcase(w: &mut Xml, r: &CaseResult) -> std::io::Result<()> {
         }
         Outcome::Skip { reason } => empty(w, "skipped", &[("message", reason)])?,
         Outcome::NotApplicable { reason } => {
-            let message = format!("not applicable in this revision: {reason}");
+            let message = format!("{NOT_APPLICABLE_PREFIX}{reason}");
             empty(w, "skipped", &[("message", &message)])?;
         }
         Outcome::Error { message } => {

@@ -10,6 +10,7 @@ mod console;
 mod event;
 mod exit;
 mod junit;
+mod verdict;
 
 pub use conformance::{
     CaseTiming, ClauseVerdict, ConformanceReport, CrashPoints, Implementation, NamedTiming,
@@ -24,3 +25,4 @@ pub use exit::{
     USAGE, exit_code,
 };
 pub use junit::{TIME_PROPERTIES, junit, write_junit};
+pub use verdict::{NOT_APPLICABLE_PREFIX, Verdict};

@@ -383,6 +383,21 @@ impl Feature {
             Feature::JobEvents => "job events",
         }
     }
+
+    /// Which revisions have the feature, one cell per revision in [`Revision::ALL`] order
+    /// (`grep-0285-review`, `grep-0285-2026-08`, `grove-pr-728`). A new revision widens every
+    /// row, so the compiler asks for its cell in each; a new feature needs its own row.
+    #[rustfmt::skip]
+    pub fn support(self) -> [bool; Revision::ALL.len()] {
+        match self {
+            //                                  review 2026-08 pr-728
+            Feature::ParentSemantics =>       [true,  true,   false],
+            Feature::EmptyCompletionMarker => [true,  false,  false],
+            Feature::CompletionPolicyField => [true,  true,   false],
+            Feature::PodCliqueConditions =>   [true,  true,   false],
+            Feature::JobEvents =>             [true,  true,   false],
+        }
+    }
 }
 
 /// Where a `policy` sits; decides the full field path of the policy fields.
@@ -427,15 +442,9 @@ impl Vocabulary {
         })
     }
 
-    /// Whether the revision has `feature`.
+    /// Whether the revision has `feature`: its cell in [`Feature::support`].
     pub fn supports(&self, feature: Feature) -> bool {
-        match feature {
-            Feature::ParentSemantics
-            | Feature::CompletionPolicyField
-            | Feature::PodCliqueConditions
-            | Feature::JobEvents => self.revision != Revision::GrovePr728,
-            Feature::EmptyCompletionMarker => self.revision == Revision::Grep0285Review,
-        }
+        feature.support()[self.revision.column()]
     }
 
     /// Ok when the revision has `feature`, else the skip reason.

@@ -392,13 +392,20 @@ fn landed_pins(
         .map(|(f, (_, action))| {
             let action = match action {
                 ControllerAction::Pause => "pause",
-                _ => "crash",
+                ControllerAction::Crash => "crash",
+                // Pins carry only pauses and crashes (the parser rejects the others).
+                ControllerAction::Resume => "resume",
+                ControllerAction::Wait => "wait",
             };
             let position = match f.action {
                 FaultAction::Hook {
                     position: HookPosition::After,
                 } => "after",
-                _ => "before",
+                FaultAction::Hook {
+                    position: HookPosition::Before,
+                }
+                | FaultAction::Status { .. }
+                | FaultAction::Delay { .. } => "before",
             };
             let mut what = format!(
                 "{action} {position} request #{}: {} {}",

@@ -69,7 +69,13 @@ pub(super) fn case_pods(case: &Case, catalog: &Catalog) -> u64 {
             }
             fixture_pods(&manifest)
         }),
-        _ => None,
+        StepKind::Update(_)
+        | StepKind::Delete(_)
+        | StepKind::Reject(_)
+        | StepKind::Pods(_)
+        | StepKind::Controller(_)
+        | StepKind::Remember(_)
+        | StepKind::Expect(_) => None,
     });
     declared.chain(applied).max().unwrap_or(0)
 }
@@ -178,7 +184,13 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
                     return Some(reason);
                 }
             }
-            _ => {}
+            StepKind::Controller(_)
+            | StepKind::Apply(_)
+            | StepKind::Update(_)
+            | StepKind::Delete(_)
+            | StepKind::Reject(_)
+            | StepKind::Remember(_)
+            | StepKind::Expect(_) => {}
         }
     }
     None
@@ -199,7 +211,10 @@ fn written_resource(step: &StepKind) -> Option<&'static str> {
             Request::Apply(_) => Some(Kind::PodCliqueSet.plural()),
             Request::Update(u) => of_update(u),
         },
-        _ => None,
+        StepKind::Pods(_)
+        | StepKind::Controller(_)
+        | StepKind::Remember(_)
+        | StepKind::Expect(_) => None,
     }
 }
 

@@ -66,7 +66,7 @@ impl Parser<'_> {
             (true, Some(Kind::PodCliqueScalingGroup | Kind::PodCliqueSet)) => {
                 self.features.insert(Feature::ParentSemantics);
             }
-            _ => {
+            (false, _) | (true, None | Some(Kind::Event)) => {
                 self.terms.insert(condition);
             }
         }

@@ -36,6 +36,7 @@ struct Env {
 fn env() -> &'static Env {
     static ENV: OnceLock<Env> = OnceLock::new();
     ENV.get_or_init(|| {
+        grove_conformance::host::logging::init(grove_conformance::host::logging::DEFAULT_FILTER);
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let catalog = catalog::load_catalog(root)
             .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));

@@ -69,6 +69,7 @@ fn results() -> RunResults {
                     "--- expected\n+++ observed\n objects:\n   PodCliqueScalingGroup job-0-trainer:\n     status:\n-      replicaRestartCounts: [-0-]\n+      replicaRestartCounts: {+1+}\n"
                         .into(),
                 ),
+                compared: None,
                 timeline: Some(
                     "#0    rv 101      harness ADDED    PodCliqueSet job [00000001]\n#1    rv 102      impl    MODIFIED PodCliqueScalingGroup job-0-trainer [00000002] replicaRestartCounts=[1]\n"
                         .into(),
@@ -320,6 +321,7 @@ fn junit_follows_the_schema_ci_systems_read() {
         Outcome::Fail(Failure {
             message: r#"rejected with "403" & <denied> ]]> end"#.into(),
             diff: None,
+            compared: None,
             timeline: Some("#0 ]]> still text".into()),
             broken: Vec::new(),
         }),

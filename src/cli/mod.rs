@@ -14,11 +14,11 @@ mod operator;
 mod run;
 mod setup;
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use grove_conformance::host::logging;
 use grove_conformance::{catalog, report};
 
 pub(crate) use run::RunArgs;
@@ -116,12 +116,6 @@ enum Command {
     },
 }
 
-/// Readiness probes fail by design while components start; kube's client logs each failure.
-const DEFAULT_LOG_FILTER: &str = "warn,kube_client::client::builder=off,kube_client::client::tls=error,kube_client::client=error";
-
-/// The reference operator's default: its decisions, and warnings of everything else.
-const OPERATOR_LOG_FILTER: &str = "warn,grove_reference_operator=info";
-
 /// The binary's entry point.
 pub fn main() -> ExitCode {
     // Registered as dockerd's runtime on hosts that need it (see `target::kind::runc_shim`).
@@ -140,17 +134,10 @@ pub fn main() -> ExitCode {
     // The reference operator logs each decision at info level, so that the log a failed case
     // keeps explains it.
     let default_filter = match cli.command {
-        Command::ReferenceOperator { .. } => OPERATOR_LOG_FILTER,
-        _ => DEFAULT_LOG_FILTER,
+        Command::ReferenceOperator { .. } => logging::OPERATOR_FILTER,
+        _ => logging::DEFAULT_FILTER,
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| default_filter.into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    logging::init(default_filter);
     let code = match cli.command {
         Command::Setup { no_build, kind } => setup::setup(no_build, kind),
         Command::Up { nodes } => setup::up(nodes),

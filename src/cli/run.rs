@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use clap::ValueEnum;
 use grove_conformance::catalog::{self, Profile};
+use grove_conformance::diff::Style;
 use grove_conformance::implementation::admission::{
     self, AdmissionOptions, Prepared, WebhookConfiguration,
 };
@@ -232,9 +233,6 @@ async fn acquire_target(
             eprintln!("error: {}", render_error(&e));
             report::SETUP_FAILED
         })?;
-    if let Some(cluster) = target.embedded() {
-        eprintln!("embedded cluster ready in {:.1?}", cluster.start_duration);
-    }
     let client = target.handles().client.clone();
     if let Err(e) = admission::install_webhooks(&client, &prepared.webhooks).await {
         eprintln!("error: {}", render_error(&e));
@@ -383,8 +381,38 @@ fn implementation_name(args: &RunArgs, implementation: &ImplementationSpec) -> (
     }
 }
 
+/// The failed and errored cases' details for the terminal (coloured when stdout is one), each
+/// failed case's whole timeline written to `<out>/timelines/<area>.<name>.txt` for the line
+/// that says how many entries the terminal leaves out.
+fn failure_details(out: &Path, results: &report::RunResults) -> String {
+    let dir = out.join("timelines");
+    for r in &results.cases {
+        if let report::Outcome::Fail(f) = &r.outcome
+            && let Some(timeline) = &f.timeline
+        {
+            let file = dir.join(format!("{}.{}.txt", r.area, r.case));
+            if let Err(e) =
+                std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, timeline))
+            {
+                eprintln!("error: failed to write {}: {e}", file.display());
+            }
+        }
+    }
+    let style = if std::io::stdout().is_terminal() {
+        Style::Color
+    } else {
+        Style::Plain
+    };
+    report::failure_details(results, style, |r| {
+        dir.join(format!("{}.{}.txt", r.area, r.case))
+            .display()
+            .to_string()
+    })
+}
+
 /// The summary table, JUnit and the conformance report.
 fn write_reports(args: &RunArgs, results: &report::RunResults, name: String, version: String) {
+    print!("{}", failure_details(&args.out, results));
     println!("{}", report::summary_table(results));
     let junit_path = args
         .junit

@@ -6,6 +6,7 @@
 
 pub mod docker;
 mod fs;
+pub mod logging;
 pub mod process;
 
 pub use fs::{free_port, write_private};

@@ -458,7 +458,7 @@ async fn run_hook(
         request: info.clone(),
         upstream_status,
     };
-    tracing::info!(%fired, ?position, "API proxy hook fired");
+    tracing::debug!(%fired, ?position, "API proxy hook fired");
     shared.journal().fire(fired.clone());
     if let Some(hook) = shared.hook() {
         // Its own task: the client's connection closing must not cancel it half-way.

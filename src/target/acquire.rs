@@ -141,10 +141,10 @@ pub async fn acquire(
             let (assets, cluster) = tokio::task::spawn_blocking(move || {
                 let assets = kind_assets::resolve(&ProvisionOptions::default(), &harness)
                     .map_err(|e| TargetError::KindAssets(Box::new(e)))?;
-                eprintln!(
-                    "creating kind cluster {KIND_CLUSTER} from {} with {}",
-                    config.display(),
-                    assets.node_image
+                tracing::info!(
+                    config = %config.display(),
+                    image = %assets.node_image,
+                    "creating kind cluster {KIND_CLUSTER}"
                 );
                 let cluster = KindCluster::create(&assets, KIND_CLUSTER, &config, &path, keep)?;
                 Ok::<_, TargetError>((assets, cluster))
@@ -159,12 +159,7 @@ pub async fn acquire(
     let nodes = match &kind {
         Some((_, cluster, started)) => {
             set_up_nodes(&client, &cluster.name).await?;
-            tracing::info!(took = ?started.elapsed(), "kind cluster ready");
-            eprintln!(
-                "kind cluster {} ready in {:.1?}",
-                cluster.name,
-                started.elapsed()
-            );
+            tracing::info!(took = ?started.elapsed(), "kind cluster {} ready", cluster.name);
             NodeControl::DockerContainers
         }
         None => NodeControl::Unavailable,

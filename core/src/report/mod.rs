@@ -9,6 +9,7 @@ mod conformance;
 mod console;
 mod event;
 mod exit;
+mod failures;
 mod junit;
 mod verdict;
 
@@ -24,5 +25,6 @@ pub use exit::{
     CASES_ERRORED, CASES_FAILED, INTERRUPTED, INVALID_CATALOG, NO_CASES, SETUP_FAILED, SUCCESS,
     USAGE, exit_code,
 };
+pub use failures::{Compared, TIMELINE_LINES, capped, failure_details};
 pub use junit::{TIME_PROPERTIES, junit, write_junit};
 pub use verdict::{NOT_APPLICABLE_PREFIX, Verdict};

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::steps::{CaseRun, StepError, fail};
 use crate::catalog::{Expectation, Remember};
 use crate::matcher;
-use crate::report::Failure;
+use crate::report::{Compared, Failure};
 use crate::snapshot::{KubeletBacklog, Snapshot};
 
 /// Default for an `expect` without `within` or `for`.
@@ -93,6 +93,10 @@ impl CaseRun<'_> {
             StepError::Fail(Failure {
                 message: format!("{what}: {}", eval.failures.join("; ")),
                 diff: Some(eval.diff()),
+                compared: Some(Compared {
+                    expected: eval.expected.clone(),
+                    observed: eval.observed.clone(),
+                }),
                 timeline: None,
                 broken: Vec::new(),
             })

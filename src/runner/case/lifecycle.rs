@@ -76,7 +76,9 @@ pub async fn run_case(run: &RunContext, case: &Case) -> CaseResult {
 }
 
 /// [`run_case`] for a case that held a slot for `queued` before it could start (behind an
-/// exclusive case, or as one).
+/// exclusive case, or as one). Everything it logs is in a `case` span naming the case and,
+/// once it exists, its namespace.
+#[tracing::instrument(name = "case", skip_all, fields(case = %case.name, namespace))]
 pub async fn run_case_queued(run: &RunContext, case: &Case, queued: Duration) -> CaseResult {
     let started = Instant::now();
     let _ = run.events.send(RunEvent::CaseStarted {
@@ -137,6 +139,7 @@ async fn run_steps_noting(
     time: &mut TimeSplit,
 ) -> Outcome {
     let namespace = namespace_for(&case.name);
+    tracing::Span::current().record("namespace", namespace.as_str());
     let namespaces: Api<Namespace> = Api::all(run.client.clone());
     let ns: Namespace = serde_json::from_value(json!({
         "metadata": {"name": namespace, "labels": {CASE_LABEL: case.name}}
@@ -234,6 +237,7 @@ async fn run_steps_noting(
         Err(_) => Outcome::Fail(Failure {
             message: format!("the case did not finish within its timeout of {timeout:?}"),
             diff: None,
+            compared: None,
             timeline: None,
             broken: Vec::new(),
         }),
@@ -365,6 +369,7 @@ fn with_monitor_verdict(
         outcome = Outcome::Fail(Failure {
             message: format!("invariant violated: {message}{previous}"),
             diff: None,
+            compared: None,
             timeline: Some(slices),
             broken,
         });

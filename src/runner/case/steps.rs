@@ -59,6 +59,7 @@ pub(super) fn fail(message: impl Into<String>) -> StepError {
     StepError::Fail(Failure {
         message: message.into(),
         diff: None,
+        compared: None,
         timeline: None,
         broken: Vec::new(),
     })

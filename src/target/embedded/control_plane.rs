@@ -360,10 +360,7 @@ impl Drop for ControlPlane {
         self.etcd.stop(Duration::from_secs(5));
         let _ = std::fs::remove_dir_all(&self.data_dir);
         if self.failed.load(Ordering::SeqCst) {
-            eprintln!(
-                "[grove-conformance] control-plane logs kept in {}",
-                self.log_dir.display()
-            );
+            tracing::warn!(dir = %self.log_dir.display(), "control-plane logs kept");
         } else {
             let _ = std::fs::remove_dir_all(&self.log_dir);
         }

@@ -15,7 +15,8 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use grove_conformance::target::embedded::{EmbeddedCluster, EmbeddedOptions, render_error};
+use grove_conformance::errors;
+use grove_conformance::target::embedded::{EmbeddedCluster, EmbeddedOptions};
 use grove_reference_operator::api::{PodCliqueScalingGroup, PodCliqueSet};
 use grove_reference_operator::controller::{RunOptions, run};
 use grove_reference_operator::names::{
@@ -63,7 +64,7 @@ fn operator(args: &[String]) -> ExitCode {
     match runtime.block_on(run(options)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", render_error(&err));
+            eprintln!("error: {:#}", errors::chain(&err));
             ExitCode::FAILURE
         }
     }
@@ -206,7 +207,7 @@ async fn measure(replicas: usize) -> Result<(), String> {
     };
     let cluster = EmbeddedCluster::start(options)
         .await
-        .map_err(|e| render_error(&e))?;
+        .map_err(|e| format!("{:#}", errors::chain(&e)))?;
     let client = cluster.client();
     let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
     Api::<Namespace>::all(client.clone())

@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use grove_conformance::catalog::{self, Catalog};
+use grove_conformance::errors;
 use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::case::{RunContext, needs_exclusive, run_case};
 use grove_conformance::runner::default_jobs;
-use grove_conformance::target::embedded::render_error;
 use grove_conformance::target::{TargetGuard, TargetOptions, acquire};
 use rstest::rstest;
 
@@ -53,7 +53,7 @@ fn env() -> &'static Env {
             .expect("failed to build the shared runtime");
         let target = runtime
             .block_on(acquire(&spec, grove_reference_operator::crds(), true))
-            .map_err(|e| render_error(&e));
+            .map_err(|e| format!("{:#}", errors::chain(&e)));
         // The target lives in a static, which is never dropped: the kind cluster is deleted by
         // a watchdog once this process has ended.
         if let Ok(guard) = &target

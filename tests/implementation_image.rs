@@ -9,12 +9,12 @@ use std::process::Command;
 use std::sync::Arc;
 
 use grove_conformance::catalog;
+use grove_conformance::errors;
 use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::implementation::container::{OWNER_LABEL, docker_available};
 use grove_conformance::implementation::{Instance, Setup};
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::{RunSettings, Selection};
-use grove_conformance::target::embedded::render_error;
 use grove_conformance::target::{TargetSpec, acquire};
 use grove_conformance::vocab::{Revision, Vocabulary};
 
@@ -125,7 +125,7 @@ fn the_reference_operator_image_passes_cases_that_pause_and_crash_it() {
             true,
         )
         .await
-        .unwrap_or_else(|e| panic!("{}", render_error(&e)));
+        .unwrap_or_else(|e| panic!("{:#}", errors::chain(&e)));
         let results = grove_conformance::runner::run_cases(
             target.handles(),
             catalog.clone(),

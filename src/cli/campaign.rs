@@ -4,10 +4,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use grove_conformance::catalog;
+use grove_conformance::errors;
 use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::report;
 use grove_conformance::target::TargetSpec;
-use grove_conformance::target::embedded::render_error;
 
 use super::{load, runtime};
 
@@ -54,7 +54,7 @@ pub(crate) fn sweep(root: &Path, filter: &[String], after: bool, out: &Path) -> 
         {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("error: {}", render_error(&e));
+                eprintln!("error: {:#}", errors::chain(&e));
                 return report::SETUP_FAILED;
             }
         };
@@ -129,7 +129,7 @@ pub(crate) fn bench(runs: usize, out: &Path, run_args: &[std::ffi::OsString]) ->
     }) {
         Ok(done) => done,
         Err(e) => {
-            eprintln!("error: {}", render_error(&e));
+            eprintln!("error: {:#}", errors::chain(&e));
             return report::SETUP_FAILED;
         }
     };

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
+use grove_conformance::errors;
 use grove_conformance::report;
-use grove_conformance::target::embedded::render_error;
 
 use super::runtime;
 
@@ -15,7 +15,7 @@ pub(crate) fn reference_operator(kubeconfig: Option<PathBuf>, namespace: Option<
     match runtime().block_on(grove_reference_operator::controller::run(options)) {
         Ok(()) => report::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", render_error(&err));
+            eprintln!("error: {:#}", errors::chain(&err));
             1
         }
     }

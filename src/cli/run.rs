@@ -8,13 +8,13 @@ use std::sync::Arc;
 use clap::ValueEnum;
 use grove_conformance::catalog::{self, Profile};
 use grove_conformance::diff::Style;
+use grove_conformance::errors;
 use grove_conformance::implementation::admission::{
     self, AdmissionOptions, Prepared, WebhookConfiguration,
 };
 use grove_conformance::implementation::{ImplementationSpec, Setup};
 use grove_conformance::report::{self, ConformanceReport, ProgressLine};
 use grove_conformance::runner::{self, RunSettings, Selection};
-use grove_conformance::target::embedded::render_error;
 use grove_conformance::target::{self, TargetGuard, TargetOptions, TargetSpec};
 use grove_conformance::vocab::{Revision, Vocabulary};
 
@@ -184,7 +184,7 @@ fn prepare_admission(args: &RunArgs, scratch: &Path) -> Result<Prepared, i32> {
         config_template: args.implementation_config.clone(),
     };
     admission::prepare(&admission, scratch).map_err(|e| {
-        eprintln!("error: {}", render_error(&e));
+        eprintln!("error: {:#}", errors::chain(&e));
         report::USAGE
     })
 }
@@ -230,12 +230,12 @@ async fn acquire_target(
     let mut target = target::acquire(spec, crds, install_crds)
         .await
         .map_err(|e| {
-            eprintln!("error: {}", render_error(&e));
+            eprintln!("error: {:#}", errors::chain(&e));
             report::SETUP_FAILED
         })?;
     let client = target.handles().client.clone();
     if let Err(e) = admission::install_webhooks(&client, &prepared.webhooks).await {
-        eprintln!("error: {}", render_error(&e));
+        eprintln!("error: {:#}", errors::chain(&e));
         target.mark_failed();
         return Err(report::SETUP_FAILED);
     }
@@ -419,7 +419,7 @@ fn write_reports(args: &RunArgs, results: &report::RunResults, name: String, ver
         .clone()
         .unwrap_or_else(|| args.out.join("junit.xml"));
     if let Err(e) = report::write_junit(&junit_path, results, k8s_openapi::jiff::Timestamp::now()) {
-        eprintln!("error: {}", render_error(&e));
+        eprintln!("error: {:#}", errors::chain(&e));
     }
     let date = k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%d")

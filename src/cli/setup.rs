@@ -1,9 +1,10 @@
 //! `setup` and `up`: the control-plane binaries (and kind assets) found or built, and a
 //! standing embedded cluster to look around in.
 
+use grove_conformance::errors;
 use grove_conformance::kubelet::FleetOptions;
 use grove_conformance::report;
-use grove_conformance::target::embedded::{EmbeddedCluster, EmbeddedOptions, render_error};
+use grove_conformance::target::embedded::{EmbeddedCluster, EmbeddedOptions};
 use grove_conformance::target::embedded::{ProvisionOptions, provision};
 
 use super::runtime;
@@ -24,7 +25,7 @@ pub(crate) fn setup(no_build: bool, kind: bool) -> i32 {
             }
         }
         Err(err) => {
-            eprintln!("error: {}", render_error(&err));
+            eprintln!("error: {:#}", errors::chain(&err));
             return report::SETUP_FAILED;
         }
     }
@@ -46,7 +47,7 @@ pub(crate) fn setup(no_build: bool, kind: bool) -> i32 {
             report::SUCCESS
         }
         Err(err) => {
-            eprintln!("error: {}", render_error(&err));
+            eprintln!("error: {:#}", errors::chain(&err));
             report::SETUP_FAILED
         }
     }
@@ -65,7 +66,7 @@ pub(crate) fn up(nodes: usize) -> i32 {
         let cluster = match EmbeddedCluster::start(options).await {
             Ok(cluster) => cluster,
             Err(err) => {
-                eprintln!("error: {}", render_error(&err));
+                eprintln!("error: {:#}", errors::chain(&err));
                 return report::SETUP_FAILED;
             }
         };

@@ -30,7 +30,7 @@ use crate::target::{HARNESS_MANAGER, TargetError};
 #[derive(Debug, thiserror::Error)]
 pub enum AdmissionError {
     /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("failed to use {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
@@ -485,9 +485,21 @@ pub fn render_config(
     })
 }
 
+/// The implementation's webhook server did not come up.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the implementation's webhook server did not listen on 127.0.0.1:{port} within {timeout:?}"
+)]
+pub struct NotListening {
+    /// The port.
+    pub port: u16,
+    /// How long the harness waited.
+    pub timeout: Duration,
+}
+
 /// Waits until something accepts connections on `127.0.0.1:port` (the implementation's
-/// webhook server is up), retrying with a growing delay.
-pub async fn wait_listening(port: u16, timeout: Duration) -> Result<(), String> {
+/// webhook server is up), retrying with a growing delay until `timeout`.
+pub async fn wait_listening(port: u16, timeout: Duration) -> Result<(), NotListening> {
     use backon::{ExponentialBuilder, Retryable};
     let connect = || async { tokio::net::TcpStream::connect(("127.0.0.1", port)).await };
     let attempts = connect
@@ -498,12 +510,10 @@ pub async fn wait_listening(port: u16, timeout: Duration) -> Result<(), String> 
                 .with_max_times(usize::MAX),
         )
         .when(|_| true);
+    // The retries never give up by themselves: only the timeout ends them.
     match tokio::time::timeout(timeout, attempts).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(format!("nothing listens on 127.0.0.1:{port}: {e}")),
-        Err(_) => Err(format!(
-            "the implementation's webhook server did not listen on 127.0.0.1:{port} within {timeout:?}"
-        )),
+        Ok(Err(_)) | Err(_) => Err(NotListening { port, timeout }),
     }
 }
 
@@ -646,6 +656,6 @@ mod tests {
         let err = wait_listening(port, Duration::from_millis(300))
             .await
             .unwrap_err();
-        assert!(err.contains("did not listen"), "{err}");
+        assert!(err.to_string().contains("did not listen"), "{err}");
     }
 }

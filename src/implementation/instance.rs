@@ -275,7 +275,7 @@ impl Instance {
 
     /// Waits until the instance is ready: its webhook port accepts connections, when the
     /// implementation has one (after a start or a restart); at once otherwise.
-    pub async fn ready(&self) -> Result<(), String> {
+    pub async fn ready(&self) -> Result<(), super::admission::NotListening> {
         match self.spec.ready_port() {
             Some(port) => super::admission::wait_listening(port, READY_TIMEOUT).await,
             None => Ok(()),

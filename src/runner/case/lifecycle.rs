@@ -183,8 +183,10 @@ async fn run_steps_noting(
                     };
                 }
             };
-        if let Err(message) = started.ready().await {
-            return Outcome::Error { message };
+        if let Err(e) = started.ready().await {
+            return Outcome::Error {
+                message: e.to_string(),
+            };
         }
         Some(Arc::new(AsyncMutex::new(started)))
     } else {

@@ -157,7 +157,7 @@ async fn act(instance: &Arc<AsyncMutex<Instance>>, action: ControllerAction) -> 
                 .await
                 .map_err(|e| format!("failed to restart the implementation: {e}"))?;
             // Its webhooks answer again before the case goes on.
-            instance.ready().await?;
+            instance.ready().await.map_err(|e| e.to_string())?;
         }
     }
     Ok(())

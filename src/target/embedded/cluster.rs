@@ -142,11 +142,6 @@ impl Shared {
     }
 }
 
-/// Renders an error with its chain of causes.
-pub fn render_error(err: &dyn std::error::Error) -> String {
-    format!("{:#}", crate::errors::chain(err))
-}
-
 /// The process-wide embedded cluster, started on first use with `crds` installed.
 pub fn shared(crds: impl FnOnce() -> Vec<CustomResourceDefinition>) -> &'static Shared {
     static SHARED: OnceLock<Shared> = OnceLock::new();
@@ -163,7 +158,7 @@ pub fn shared(crds: impl FnOnce() -> Vec<CustomResourceDefinition>) -> &'static 
         };
         let cluster = runtime
             .block_on(EmbeddedCluster::start(options))
-            .map_err(|e| render_error(&e));
+            .map_err(|e| format!("{:#}", crate::errors::chain(&e)));
         Shared { runtime, cluster }
     })
 }

@@ -121,6 +121,119 @@ pub fn default_jobs(real_kubelets: bool) -> usize {
     }
 }
 
+/// The order cases start in, each with whether it needs the cluster to itself: the cases
+/// that share the cluster first, in catalog order, then the exclusive ones, so these do not
+/// hold up the parallel ones.
+pub fn plan(cases: Vec<Case>, exclusive: impl Fn(&Case) -> bool) -> Vec<(Case, bool)> {
+    let (shared, alone): (Vec<(Case, bool)>, Vec<(Case, bool)>) = cases
+        .into_iter()
+        .map(|c| {
+            let e = exclusive(&c);
+            (c, e)
+        })
+        .partition(|(_, e)| !e);
+    shared.into_iter().chain(alone).collect()
+}
+
+/// How the implementation runs for the whole run, decided from the settings:
+///
+/// | per case | controllable | api proxy | shared proxy | shared instance |
+/// |----------|--------------|-----------|--------------|-----------------|
+/// | yes      | any          | any       | no           | no              |
+/// | no       | yes          | yes       | yes          | yes             |
+/// | no       | yes          | no        | no           | yes             |
+/// | no       | no           | any       | no           | no (external)   |
+fn shared_plan(settings: &RunSettings) -> (bool, bool) {
+    let per_case = settings.implementation.per_case();
+    let controllable = settings.implementation.controllable();
+    let instance = !per_case && controllable;
+    (instance && settings.api_proxy, instance)
+}
+
+/// The shared API proxy and instance of the run, when [`shared_plan`] calls for them.
+async fn start_shared(
+    target: &TargetHandles,
+    settings: &RunSettings,
+) -> Result<(Option<Arc<ApiProxy>>, Option<Arc<AsyncMutex<Instance>>>), std::io::Error> {
+    let (proxy, instance) = shared_plan(settings);
+    // A shared instance reaches the apiserver through one proxy for the run; per-case
+    // instances get one each (`case::lifecycle`).
+    let shared_proxy = match proxy {
+        true => Some(Arc::new(
+            ApiProxy::start(&target.kubeconfig, &settings.log_dir)
+                .await
+                .map_err(std::io::Error::other)?,
+        )),
+        false => None,
+    };
+    if !instance {
+        return Ok((shared_proxy, None));
+    }
+    let kubeconfig = shared_proxy
+        .as_ref()
+        .map_or(target.kubeconfig.as_path(), |p| p.kubeconfig());
+    let log = settings.log_dir.join("implementation.log");
+    let instance = Instance::start(&settings.implementation, kubeconfig, None, &log)
+        .await
+        .map_err(std::io::Error::other)?;
+    instance.ready().await.map_err(std::io::Error::other)?;
+    Ok((shared_proxy, Some(Arc::new(AsyncMutex::new(instance)))))
+}
+
+/// With fail-fast, the first case that failed or errored.
+type FirstFailure = Arc<std::sync::Mutex<Option<String>>>;
+
+/// Runs one planned case in its own task: a slot first, then the cluster lock (shared, or
+/// alone when `exclusive`), unless fail-fast already stopped the run.
+fn spawn_case(
+    context: Arc<RunContext>,
+    case: Case,
+    exclusive: bool,
+    slots: Arc<Semaphore>,
+    cluster: Arc<RwLock<()>>,
+    fail_fast: Option<FirstFailure>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        // Always the slot first, then the cluster lock: a case holding the write lock
+        // never waits for a slot held by a case queued behind it.
+        let _slot = slots
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        let stopped =
+            |first: &FirstFailure| first.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(failed) = fail_fast.as_ref().and_then(stopped) {
+            let mut result = broken(&case, String::new(), Instant::now());
+            result.outcome = Outcome::Skip {
+                reason: format!("not run: --fail-fast stopped the run after `{failed}` failed"),
+            };
+            let _ = context
+                .events
+                .send(RunEvent::CaseFinished(Box::new(result)));
+            return;
+        }
+        guarded(&case, &context.events, async {
+            let queued = Instant::now();
+            let result = if exclusive {
+                let _alone = cluster.write().await;
+                run_case_queued(&context, &case, queued.elapsed()).await
+            } else {
+                let _shared = cluster.read().await;
+                run_case_queued(&context, &case, queued.elapsed()).await
+            };
+            if let Some(first) = &fail_fast
+                && !result.outcome.verdict().is_success()
+            {
+                first
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(result.case);
+            }
+        })
+        .await;
+    })
+}
+
 /// Runs `cases` and returns the results; every event also goes to `sink`.
 pub async fn run_cases(
     target: &TargetHandles,
@@ -141,41 +254,7 @@ pub async fn run_cases(
     });
     let started = Instant::now();
     let _ = tx.send(RunEvent::RunStarted { cases: cases.len() });
-    // A shared instance reaches the apiserver through one proxy for the run; per-case
-    // instances get one each (`case::lifecycle`).
-    let shared_proxy = match (
-        settings.api_proxy,
-        settings.implementation.per_case(),
-        settings.implementation.controllable(),
-    ) {
-        (true, false, true) => Some(Arc::new(
-            ApiProxy::start(&target.kubeconfig, &settings.log_dir)
-                .await
-                .map_err(std::io::Error::other)?,
-        )),
-        _ => None,
-    };
-    let shared_instance = if settings.implementation.per_case() {
-        None
-    } else {
-        match settings.implementation.controllable() {
-            true => {
-                let instance = Instance::start(
-                    &settings.implementation,
-                    shared_proxy
-                        .as_ref()
-                        .map_or(target.kubeconfig.as_path(), |p| p.kubeconfig()),
-                    None,
-                    &settings.log_dir.join("implementation.log"),
-                )
-                .await
-                .map_err(std::io::Error::other)?;
-                instance.ready().await.map_err(std::io::Error::other)?;
-                Some(Arc::new(AsyncMutex::new(instance)))
-            }
-            false => None,
-        }
-    };
+    let (shared_proxy, shared_instance) = start_shared(target, settings).await?;
     let context = Arc::new(RunContext {
         shared_instance,
         shared_proxy,
@@ -192,68 +271,25 @@ pub async fn run_cases(
     });
     let slots = Arc::new(Semaphore::new(settings.jobs.max(1)));
     let cluster = Arc::new(RwLock::new(()));
-    // Exclusive cases last, so they do not hold up the parallel ones.
-    let (mut ordered, exclusive): (Vec<Case>, Vec<Case>) = cases.into_iter().partition(|c| {
-        !needs_exclusive(c, &context.catalog, &settings.implementation, &context.pods)
+    let first_failure: FirstFailure = Arc::new(std::sync::Mutex::new(None));
+    let planned = plan(cases, |c| {
+        needs_exclusive(c, &context.catalog, &settings.implementation, &context.pods)
     });
-    ordered.extend(exclusive);
-    let mut tasks = Vec::new();
-    // With fail-fast, the first case that failed or errored.
-    let first_failure = Arc::new(std::sync::Mutex::new(None::<String>));
-    for case in ordered {
-        let context = context.clone();
-        let slots = slots.clone();
-        let cluster = cluster.clone();
-        let exclusive = needs_exclusive(
-            &case,
-            &context.catalog,
-            &settings.implementation,
-            &context.pods,
-        );
-        let header = case.clone();
-        let fail_fast = settings.fail_fast.then(|| first_failure.clone());
-        let task = tokio::spawn(async move {
-            // Always the slot first, then the cluster lock: a case holding the write lock
-            // never waits for a slot held by a case queued behind it.
-            let _slot = slots
-                .acquire()
-                .await
-                .expect("the semaphore is never closed");
-            let stopped = |first: &Arc<std::sync::Mutex<Option<String>>>| {
-                first.lock().unwrap_or_else(|p| p.into_inner()).clone()
-            };
-            if let Some(failed) = fail_fast.as_ref().and_then(stopped) {
-                let mut result = broken(&case, String::new(), Instant::now());
-                result.outcome = Outcome::Skip {
-                    reason: format!("not run: --fail-fast stopped the run after `{failed}` failed"),
-                };
-                let _ = context
-                    .events
-                    .send(RunEvent::CaseFinished(Box::new(result)));
-                return;
-            }
-            guarded(&case, &context.events, async {
-                let queued = Instant::now();
-                let result = if exclusive {
-                    let _alone = cluster.write().await;
-                    run_case_queued(&context, &case, queued.elapsed()).await
-                } else {
-                    let _shared = cluster.read().await;
-                    run_case_queued(&context, &case, queued.elapsed()).await
-                };
-                if let Some(first) = &fail_fast
-                    && matches!(result.outcome, Outcome::Fail(_) | Outcome::Error { .. })
-                {
-                    first
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get_or_insert(result.case);
-                }
-            })
-            .await;
-        });
-        tasks.push((header, task));
-    }
+    let tasks: Vec<(Case, tokio::task::JoinHandle<()>)> = planned
+        .into_iter()
+        .map(|(case, exclusive)| {
+            let fail_fast = settings.fail_fast.then(|| first_failure.clone());
+            let task = spawn_case(
+                context.clone(),
+                case.clone(),
+                exclusive,
+                slots.clone(),
+                cluster.clone(),
+                fail_fast,
+            );
+            (case, task)
+        })
+        .collect();
     // A case whose task ended without a result (aborted, or panicked where it could not be
     // caught) is still reported: as an error, never left out.
     for (case, task) in tasks {
@@ -278,6 +314,58 @@ pub async fn run_cases(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_shared_controllable_instance_is_started_for_the_run() {
+        let settings = |implementation, api_proxy| RunSettings {
+            implementation,
+            vocab: Vocabulary::default(),
+            jobs: 1,
+            keep_namespaces: false,
+            log_dir: PathBuf::new(),
+            fail_fast: false,
+            api_proxy,
+        };
+        let command = |template: &str| ImplementationSpec::Command {
+            template: template.into(),
+            setup: Default::default(),
+        };
+        let reference = ImplementationSpec::Reference {
+            program: PathBuf::from("/x"),
+        };
+        assert_eq!(shared_plan(&settings(reference, true)), (false, false));
+        assert_eq!(
+            shared_plan(&settings(command("op -n {namespace}"), true)),
+            (false, false)
+        );
+        assert_eq!(shared_plan(&settings(command("op"), true)), (true, true));
+        assert_eq!(shared_plan(&settings(command("op"), false)), (false, true));
+        assert_eq!(
+            shared_plan(&settings(ImplementationSpec::External, true)),
+            (false, false)
+        );
+    }
+
+    #[test]
+    fn the_plan_starts_shared_cases_in_order_and_exclusive_ones_last() {
+        let catalog =
+            crate::catalog::load_catalog(std::path::Path::new(".")).expect("the catalog loads");
+        let cases: Vec<Case> = catalog.cases.iter().take(5).cloned().collect();
+        let names: Vec<String> = cases.iter().map(|c| c.name.clone()).collect();
+        let alone = [names[1].clone(), names[3].clone()];
+        let planned = plan(cases, |c| alone.contains(&c.name));
+        let got: Vec<(&str, bool)> = planned.iter().map(|(c, e)| (c.name.as_str(), *e)).collect();
+        assert_eq!(
+            got,
+            [
+                (names[0].as_str(), false),
+                (names[2].as_str(), false),
+                (names[4].as_str(), false),
+                (names[1].as_str(), true),
+                (names[3].as_str(), true),
+            ]
+        );
+    }
 
     #[tokio::test]
     async fn a_panicking_case_is_reported_as_an_error_with_its_message() {

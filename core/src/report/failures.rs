@@ -120,6 +120,6 @@ mod tests {
         };
         assert!(c.diff(Style::Color).contains("\x1b["));
         assert!(!c.diff(Style::Plain).contains("\x1b["));
-        assert!(c.diff(Style::Plain).contains("-a: 1"));
+        assert!(c.diff(Style::Plain).contains("-a: [-1-]"), "{}", c.diff(Style::Plain));
     }
 }

@@ -433,14 +433,19 @@ fn write_reports(args: &RunArgs, results: &report::RunResults, name: String, ver
     for (file, text) in [
         ("conformance.yaml", conformance.to_yaml()),
         ("conformance.md", conformance.to_markdown()),
+        (
+            "conformance.html",
+            report::html::render(&conformance, results),
+        ),
     ] {
         if let Err(e) = std::fs::write(args.out.join(file), text) {
             eprintln!("error: failed to write {file}: {e}");
         }
     }
     println!(
-        "JUnit: {}  report: {}",
+        "JUnit: {}  report: {} (page: {})",
         junit_path.display(),
-        args.out.join("conformance.md").display()
+        args.out.join("conformance.md").display(),
+        args.out.join("conformance.html").display()
     );
 }

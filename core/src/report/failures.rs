@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::event::{CaseResult, Outcome, RunResults};
+use super::html::WHOLE_TIMELINE;
 use crate::diff::{Style, diff_values};
 
 /// Timeline lines shown per failed case; the rest is in the file the caller names.
@@ -58,9 +59,25 @@ pub fn failure_details(
         if let Some(diff) = diff.filter(|d| !d.is_empty()) {
             let _ = writeln!(out, "\n{}", diff.trim_end());
         }
-        if let Some(timeline) = f.timeline.as_deref().filter(|t| !t.trim().is_empty()) {
-            let _ = writeln!(out, "\ntimeline:");
-            out.push_str(&capped(timeline, TIMELINE_LINES, &timeline_file(r)));
+        match f.timeline.as_deref().map(|t| t.split_once(WHOLE_TIMELINE)) {
+            // A violation: its evidence in full, the whole timeline only counted.
+            Some(Some((slices, whole))) => {
+                let _ = writeln!(out, "\n{}", slices.trim_end());
+                let entries = whole.lines().filter(|l| !l.trim().is_empty()).count();
+                let _ = writeln!(
+                    out,
+                    "\nwhole timeline: {entries} entries in {}",
+                    timeline_file(r)
+                );
+            }
+            Some(None) => {
+                let timeline = f.timeline.as_deref().unwrap_or_default();
+                if !timeline.trim().is_empty() {
+                    let _ = writeln!(out, "\ntimeline:");
+                    out.push_str(&capped(timeline, TIMELINE_LINES, &timeline_file(r)));
+                }
+            }
+            None => {}
         }
         let _ = writeln!(out);
     }
@@ -120,6 +137,10 @@ mod tests {
         };
         assert!(c.diff(Style::Color).contains("\x1b["));
         assert!(!c.diff(Style::Plain).contains("\x1b["));
-        assert!(c.diff(Style::Plain).contains("-a: [-1-]"), "{}", c.diff(Style::Plain));
+        assert!(
+            c.diff(Style::Plain).contains("-a: [-1-]"),
+            "{}",
+            c.diff(Style::Plain)
+        );
     }
 }

@@ -10,6 +10,7 @@ mod console;
 mod event;
 mod exit;
 mod failures;
+pub mod html;
 mod junit;
 mod verdict;
 

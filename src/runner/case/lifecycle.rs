@@ -18,6 +18,7 @@ use crate::catalog::{Applicability, Case, Catalog, ControllerAction, RequestPin}
 use crate::implementation::{ImplementationSpec, Instance};
 use crate::monitor::Violation;
 use crate::proxy::{ApiProxy, FaultAction, HookPosition, RequestInfo};
+use crate::report::html::WHOLE_TIMELINE;
 use crate::report::{CaseResult, Failure, Outcome, RunEvent, TimeSplit};
 use crate::runner::observe::Observer;
 use crate::runner::pods::PodDriver;
@@ -338,8 +339,8 @@ async fn run_steps_noting(
 }
 
 /// `outcome` with the monitor's verdict: a case that passed or failed fails on the violations
-/// the monitor found, with their timeline slices as evidence; a failure without a timeline gets
-/// the whole case's `timeline`.
+/// the monitor found, with their timeline slices as evidence followed by the whole case's
+/// `timeline`; a failure without a timeline gets the whole `timeline`.
 fn with_monitor_verdict(
     mut outcome: Outcome,
     violations: &[Violation],
@@ -372,7 +373,7 @@ fn with_monitor_verdict(
             message: format!("invariant violated: {message}{previous}"),
             diff: None,
             compared: None,
-            timeline: Some(slices),
+            timeline: Some(format!("{slices}\n\n{WHOLE_TIMELINE}\n{timeline}")),
             broken,
         });
     }

@@ -131,6 +131,21 @@ pub enum ProvisionError {
         /// Why no build happened.
         reason: String,
     },
+    /// Something a build needs besides Go is missing or unusable (the kind assets' Docker
+    /// engine); the cause says how to provide it.
+    #[error(
+        "failed to find {missing} for the assets in {}; once it works, run `grove-conformance setup --kind`",
+        cache.display()
+    )]
+    Prerequisite {
+        /// What is missing.
+        missing: &'static str,
+        /// The cache directory of the assets.
+        cache: PathBuf,
+        /// Why it cannot be used, and how to fix that.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A build step failed.
     #[error("failed to build the control-plane binaries at step '{step}' (log: {})\n{tail}", log.display())]
     Build {

@@ -21,6 +21,8 @@ use kube::runtime::wait::await_condition;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
+use crate::host::docker;
+
 /// The FIFO a fixture container reads its exit code from.
 pub const EXIT_CODE_FILE: &str = "/tmp/exit-code";
 /// While this file exists, a fixture container's readiness probe (HTTP on port 8080, path
@@ -263,7 +265,7 @@ impl RealPods {
                 )
             })
             .collect();
-        let mut kill = Command::new("docker");
+        let mut kill = docker::command();
         kill.args(["kill", node]);
         run(kill, "docker").await?;
         let nodes: Api<Node> = Api::all(self.client.clone());
@@ -293,7 +295,7 @@ impl RealPods {
             })?
             .map_err(|e| e.to_string())?;
         }
-        let mut start = Command::new("docker");
+        let mut start = docker::command();
         start.args(["start", node]);
         run(start, "docker").await?;
         Ok(victims.into_iter().map(|(_, _, uid)| uid).collect())

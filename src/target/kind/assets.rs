@@ -228,9 +228,9 @@ fn go_tools(b: &mut Builder, bin: &Path, work: &Path) -> Result<(), ProvisionErr
             "go",
             &["install", &format!("sigs.k8s.io/kind@{KIND_VERSION}")],
         );
-        go.env("GOBIN", &bin)
+        go.env("GOBIN", bin)
             .env("CGO_ENABLED", "0")
-            .current_dir(&work);
+            .current_dir(work);
         b.command("go install kind", go, false)?;
     }
     b.announce(&format!("crictl {CRICTL_VERSION} (go install)"));
@@ -243,10 +243,10 @@ fn go_tools(b: &mut Builder, bin: &Path, work: &Path) -> Result<(), ProvisionErr
                 &format!("sigs.k8s.io/cri-tools/cmd/crictl@{CRICTL_VERSION}"),
             ],
         );
-        go.env("GOBIN", &bin)
+        go.env("GOBIN", bin)
             .env("CGO_ENABLED", "0")
             .env("GOFLAGS", "-buildvcs=false")
-            .current_dir(&work);
+            .current_dir(work);
         b.command("go install crictl", go, false)?;
     }
     Ok(())

@@ -83,7 +83,7 @@ pub enum RealPodsError {
         source: kube::Error,
     },
     /// A command could not be run.
-    #[error("failed to run {what}")]
+    #[error("failed to start `{what}`")]
     Spawn {
         /// The command.
         what: String,
@@ -92,7 +92,7 @@ pub enum RealPodsError {
         source: std::io::Error,
     },
     /// The task running a command ended without an answer.
-    #[error("failed to wait for {what}")]
+    #[error("failed to wait for `{what}`")]
     Join {
         /// The command.
         what: String,
@@ -101,7 +101,7 @@ pub enum RealPodsError {
         source: tokio::task::JoinError,
     },
     /// A command ran and failed.
-    #[error("failed to {what}: {stderr}")]
+    #[error("failed to run `{what}`: {stderr}")]
     Failed {
         /// The command.
         what: String,

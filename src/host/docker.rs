@@ -16,7 +16,7 @@ pub enum DockerError {
     NoCommand(#[source] io::Error),
     /// The command runs but the engine does not answer.
     #[error(
-        "Docker does not answer (`docker info`: {0}); start the engine: `dockerd > /tmp/dockerd.log 2>&1 &` (no systemd here), or `systemctl start docker`"
+        "Docker does not answer (`docker info`: {0}); start the engine: `dockerd > /tmp/dockerd.log 2>&1 &` (no systemd here), or `systemctl start docker`; install it with `apt-get install docker.io` if it is missing"
     )]
     NotAnswering(String),
     /// A `docker` command failed.

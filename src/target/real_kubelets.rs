@@ -21,6 +21,8 @@ use kube::runtime::wait::await_condition;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
+use crate::host::docker;
+
 /// The FIFO a fixture container reads its exit code from.
 pub const EXIT_CODE_FILE: &str = "/tmp/exit-code";
 /// While this file exists, a fixture container's readiness probe (HTTP on port 8080, path
@@ -33,6 +35,93 @@ pub const NODE_TRANSITION_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long an exec may take before the harness stops waiting for its answer (an exit's kubelet
 /// report is awaited apart).
 const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a pod or node action of the harness's own helpers failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RealPodsError {
+    /// The exec subresource could not be opened.
+    #[error("failed to exec in pod {namespace}/{pod}")]
+    Exec {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod.
+        pod: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The exec ended with a failure status.
+    #[error(
+        "failed to exec in pod {namespace}/{pod}: {message}{}",
+        stderr_note(stderr)
+    )]
+    ExecFailed {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod.
+        pod: String,
+        /// The status message.
+        message: String,
+        /// What the command wrote to standard error.
+        stderr: String,
+    },
+    /// The exec did not answer in time.
+    #[error("failed to hear back from an exec in pod {namespace}/{pod} within {EXEC_TIMEOUT:?}")]
+    ExecTimeout {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod.
+        pod: String,
+    },
+    /// An API call failed.
+    #[error("failed to {what}")]
+    Api {
+        /// What was asked.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// A command could not be run.
+    #[error("failed to start `{what}`")]
+    Spawn {
+        /// The command.
+        what: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The task running a command ended without an answer.
+    #[error("failed to wait for `{what}`")]
+    Join {
+        /// The command.
+        what: String,
+        /// The cause.
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    /// A command ran and failed.
+    #[error("failed to run `{what}`: {stderr}")]
+    Failed {
+        /// The command.
+        what: String,
+        /// Its standard error.
+        stderr: String,
+    },
+}
+
+fn stderr_note(stderr: &str) -> String {
+    if stderr.trim().is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", stderr.trim())
+    }
+}
+
+/// The message of `err` with its causes, for the callers that take a string.
+fn message(err: RealPodsError) -> String {
+    crate::errors::chain(&err).to_string()
+}
 
 /// How the harness can take a node away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,15 +156,24 @@ pub fn readiness_script(ready: bool) -> String {
     }
 }
 
-async fn run(mut command: Command, what: &str) -> Result<(), String> {
+async fn run(mut command: Command, what: &str) -> Result<(), RealPodsError> {
     let output = tokio::task::spawn_blocking(move || command.output())
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("failed to run {what}: {e}"))?;
+        .map_err(|source| RealPodsError::Join {
+            what: what.to_string(),
+            source,
+        })?
+        .map_err(|source| RealPodsError::Spawn {
+            what: what.to_string(),
+            source,
+        })?;
     if output.status.success() {
         Ok(())
     } else {
-        Err(String::from_utf8_lossy(&output.stderr).trim().to_string())
+        Err(RealPodsError::Failed {
+            what: what.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        })
     }
 }
 
@@ -102,21 +200,31 @@ impl RealPods {
 
     /// Runs `sh -c script` in the pod's (only) container through the `exec` subresource and
     /// returns once the command has ended: an error carries its failure status and stderr.
-    async fn exec(&self, namespace: &str, pod: &str, script: String) -> Result<(), String> {
+    async fn exec(&self, namespace: &str, pod: &str, script: String) -> Result<(), RealPodsError> {
         tokio::time::timeout(EXEC_TIMEOUT, self.exec_untimed(namespace, pod, script))
             .await
-            .map_err(|_| {
-                format!("exec in pod {namespace}/{pod}: no answer within {EXEC_TIMEOUT:?}")
+            .map_err(|_| RealPodsError::ExecTimeout {
+                namespace: namespace.to_string(),
+                pod: pod.to_string(),
             })?
     }
 
-    async fn exec_untimed(&self, namespace: &str, pod: &str, script: String) -> Result<(), String> {
+    async fn exec_untimed(
+        &self,
+        namespace: &str,
+        pod: &str,
+        script: String,
+    ) -> Result<(), RealPodsError> {
         let params = AttachParams::default().stdout(false).stderr(true);
         let mut process = self
             .api(namespace)
             .exec(pod, ["sh".to_string(), "-c".to_string(), script], &params)
             .await
-            .map_err(|e| format!("exec in pod {namespace}/{pod}: {e}"))?;
+            .map_err(|source| RealPodsError::Exec {
+                namespace: namespace.to_string(),
+                pod: pod.to_string(),
+                source,
+            })?;
         let status = process.take_status();
         let mut stderr = String::new();
         if let Some(mut reader) = process.stderr() {
@@ -128,15 +236,12 @@ impl RealPods {
         };
         let _ = process.join().await;
         match status {
-            Some(s) if s.status.as_deref() != Some("Success") => Err(format!(
-                "exec in pod {namespace}/{pod}: {}{}",
-                s.message.unwrap_or_else(|| "failed".into()),
-                if stderr.trim().is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", stderr.trim())
-                }
-            )),
+            Some(s) if s.status.as_deref() != Some("Success") => Err(RealPodsError::ExecFailed {
+                namespace: namespace.to_string(),
+                pod: pod.to_string(),
+                message: s.message.unwrap_or_else(|| "failed".into()),
+                stderr,
+            }),
             _ => Ok(()),
         }
     }
@@ -184,7 +289,7 @@ impl RealPods {
         )
         .await
         .map_err(|_| match written {
-            Err(e) => format!("the exit code could not be written: {e}"),
+            Err(e) => format!("the exit code could not be written: {}", message(e)),
             Ok(()) => "the kubelet never reported the exit".to_string(),
         })?
         .map_err(|e| e.to_string())?;
@@ -209,7 +314,9 @@ impl RealPods {
     /// Makes the pod unready (`false`) or ready again, through its readiness probe, and waits
     /// until its `Ready` condition says so.
     pub async fn set_ready(&self, namespace: &str, pod: &str, ready: bool) -> Result<(), String> {
-        self.exec(namespace, pod, readiness_script(ready)).await?;
+        self.exec(namespace, pod, readiness_script(ready))
+            .await
+            .map_err(message)?;
         let want = if ready { "True" } else { "False" };
         let flipped = move |p: Option<&Pod>| {
             p.and_then(|p| p.status.as_ref())
@@ -263,9 +370,11 @@ impl RealPods {
                 )
             })
             .collect();
-        let mut kill = Command::new("docker");
+        let mut kill = docker::command();
         kill.args(["kill", node]);
-        run(kill, "docker").await?;
+        run(kill, &format!("docker kill {node}"))
+            .await
+            .map_err(message)?;
         let nodes: Api<Node> = Api::all(self.client.clone());
         let not_ready = |n: Option<&Node>| n.and_then(node_ready) == Some(false);
         tokio::time::timeout(
@@ -293,9 +402,11 @@ impl RealPods {
             })?
             .map_err(|e| e.to_string())?;
         }
-        let mut start = Command::new("docker");
+        let mut start = docker::command();
         start.args(["start", node]);
-        run(start, "docker").await?;
+        run(start, &format!("docker start {node}"))
+            .await
+            .map_err(message)?;
         Ok(victims.into_iter().map(|(_, _, uid)| uid).collect())
     }
 
@@ -331,19 +442,22 @@ impl RealPods {
             .map_err(|e| e.to_string())
     }
 
-    async fn uid(&self, namespace: &str, pod: &str) -> Result<String, String> {
+    async fn uid(&self, namespace: &str, pod: &str) -> Result<String, RealPodsError> {
         let found = self
             .api(namespace)
             .get(pod)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| RealPodsError::Api {
+                what: format!("get pod {namespace}/{pod}"),
+                source,
+            })?;
         Ok(found.metadata.uid.unwrap_or_default())
     }
 
     /// `DisruptionTarget` (`PreemptionByScheduler`), then a graceful delete (`at_once`: with a
     /// grace period of 0).
     pub async fn preempt(&self, namespace: &str, pod: &str, at_once: bool) -> Result<(), String> {
-        let uid = self.uid(namespace, pod).await?;
+        let uid = self.uid(namespace, pod).await.map_err(message)?;
         let patch = json!({"status": {"conditions": [{
             "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
             "message": "preempted by grove-conformance",
@@ -352,13 +466,17 @@ impl RealPods {
             .patch_status(pod, &PatchParams::default(), &Patch::Strategic(&patch))
             .await
             .map_err(|e| e.to_string())?;
-        self.delete_uid(namespace, pod, &uid, at_once).await
+        self.delete_uid(namespace, pod, &uid, at_once)
+            .await
+            .map_err(message)
     }
 
     /// A delete, graceful or forced (grace 0).
     pub async fn delete(&self, namespace: &str, pod: &str, force: bool) -> Result<(), String> {
-        let uid = self.uid(namespace, pod).await?;
-        self.delete_uid(namespace, pod, &uid, force).await
+        let uid = self.uid(namespace, pod).await.map_err(message)?;
+        self.delete_uid(namespace, pod, &uid, force)
+            .await
+            .map_err(message)
     }
 
     /// A delete with a UID precondition.
@@ -368,7 +486,7 @@ impl RealPods {
         pod: &str,
         uid: &str,
         force: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), RealPodsError> {
         let params = DeleteParams {
             grace_period_seconds: force.then_some(0),
             preconditions: Some(Preconditions {
@@ -381,13 +499,34 @@ impl RealPods {
             .delete(pod, &params)
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|source| RealPodsError::Api {
+                what: format!("delete pod {namespace}/{pod}"),
+                source,
+            })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_exec_names_the_pod_and_its_stderr_only_when_there_is_some() {
+        let failed = |stderr: &str| RealPodsError::ExecFailed {
+            namespace: "ns".into(),
+            pod: "p".into(),
+            message: "command terminated with non-zero exit code".into(),
+            stderr: stderr.into(),
+        };
+        assert_eq!(
+            failed(" sh: no such file \n").to_string(),
+            "failed to exec in pod ns/p: command terminated with non-zero exit code (sh: no such file)"
+        );
+        assert_eq!(
+            failed("").to_string(),
+            "failed to exec in pod ns/p: command terminated with non-zero exit code"
+        );
+    }
 
     #[test]
     fn an_exit_writes_the_code_where_fixture_containers_wait_for_it() {

@@ -134,9 +134,7 @@ impl ControlPlane {
             attempt += 1;
             match Self::start_once(&options).await {
                 Ok(cp) => return Ok(cp),
-                Err(ControlPlaneError::NotReady { detail, .. })
-                    if attempt < 5 && detail.contains("address already in use") =>
-                {
+                Err(err) if retry_after(attempt, &err) => {
                     tracing::warn!("port race while starting the control plane; retrying");
                 }
                 Err(err) => return Err(err),
@@ -144,85 +142,17 @@ impl ControlPlane {
         }
     }
 
+    /// One attempt: etcd, then the apiserver and the CRDs, then the controller manager, each
+    /// waited for; logs are kept when a component fails.
     async fn start_once(options: &ControlPlaneOptions) -> Result<ControlPlane, ControlPlaneError> {
         let data_dir = process::temp_dir("cp").map_err(io("create a temporary directory"))?;
         let log_dir = process::temp_dir("logs").map_err(io("create a log directory"))?;
-        let keep_logs = |err: ControlPlaneError| {
-            process::forget_dir(&log_dir);
-            err
-        };
-        let cert_paths = certs::generate(&data_dir.join("pki")).map_err(|e| keep_logs(e.into()))?;
-
-        let etcd_port = free_port().map_err(io("pick a port"))?;
-        let etcd_peer_port = free_port().map_err(io("pick a port"))?;
-        let api_port = free_port().map_err(io("pick a port"))?;
-        let kcm_port = free_port().map_err(io("pick a port"))?;
-
-        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        let mut etcd_cmd = Command::new(options.binaries.path(Component::Etcd));
-        etcd_cmd.args([
-            format!("--data-dir={}", data_dir.join("etcd").display()),
-            format!("--listen-client-urls={etcd_url}"),
-            format!("--advertise-client-urls={etcd_url}"),
-            format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer_port}"),
-            format!("--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer_port}"),
-            format!("--initial-cluster=default=http://127.0.0.1:{etcd_peer_port}"),
-            "--unsafe-no-fsync=true".into(),
-            "--log-level=warn".into(),
-            "--quota-backend-bytes=4294967296".into(),
-        ]);
-        let etcd_log = log_dir.join("etcd.log");
-        let mut etcd = Supervised::spawn("etcd", etcd_cmd, Some(&etcd_log))?;
-        wait_until(options.ready_timeout, "etcd", &log_dir, &mut etcd, || {
-            plain_http_ok(etcd_port, "/health")
-        })
-        .await
-        .map_err(keep_logs)?;
-
-        let server = format!("https://127.0.0.1:{api_port}");
-        let mut api_cmd = Command::new(options.binaries.path(Component::KubeApiserver));
-        api_cmd.args(apiserver_args(&cert_paths, &etcd_url, api_port));
-        let api_log = log_dir.join("kube-apiserver.log");
-        let mut apiserver = Supervised::spawn("kube-apiserver", api_cmd, Some(&api_log))?;
-
-        let kubeconfig = data_dir.join("kubeconfig");
-        write_private(
-            &kubeconfig,
-            kubeconfig_yaml(&server, &cert_paths).as_bytes(),
-        )
-        .map_err(io("write the kubeconfig"))?;
-        let client = client_for(&kubeconfig).await?;
-
-        let probe = client.clone();
-        wait_until_async(
-            options.ready_timeout,
-            "kube-apiserver",
-            &log_dir,
-            &mut apiserver,
-            || {
-                let probe = probe.clone();
-                async move {
-                    let ready = probe
-                        .request_text(
-                            http::Request::get("/readyz")
-                                .body(Vec::new())
-                                .expect("valid request"),
-                        )
-                        .await
-                        .is_ok_and(|t| t.trim() == "ok");
-                    ready
-                        && Api::<Namespace>::all(probe)
-                            .get_opt("default")
-                            .await
-                            .ok()
-                            .flatten()
-                            .is_some()
-                }
-            },
-        )
-        .await
-        .map_err(keep_logs)?;
-
+        let cert_paths =
+            certs::generate(&data_dir.join("pki")).map_err(|e| keep_logs(&log_dir)(e.into()))?;
+        let ports = Ports::pick()?;
+        let etcd = start_etcd(options, &data_dir, &log_dir, &ports).await?;
+        let (apiserver, kubeconfig, client) =
+            start_apiserver(options, &data_dir, &log_dir, &ports, &cert_paths).await?;
         crate::target::crds::install(
             &client,
             &options.crds,
@@ -230,62 +160,21 @@ impl ControlPlane {
             options.ready_timeout,
         )
         .await
-        .map_err(|e| keep_logs(e.into()))?;
-
-        let mut kcm_cmd = Command::new(options.binaries.path(Component::KubeControllerManager));
-        kcm_cmd.args([
-            format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--controllers={}", options.controllers.join(",")),
-            "--leader-elect=false".into(),
-            "--use-service-account-credentials=false".into(),
-            "--bind-address=127.0.0.1".into(),
-            format!("--secure-port={kcm_port}"),
-            format!("--cert-dir={}", data_dir.join("kcm-certs").display()),
-            "--concurrent-gc-syncs=10".into(),
-            "--concurrent-namespace-syncs=5".into(),
-            // The default client rate (20 requests/s) makes the garbage collector take 13 s to
-            // delete the 256 pods of one PodClique; the collector's speed is not what a case
-            // tests, and one machine's apiserver has room for more.
-            "--kube-api-qps=500".into(),
-            "--kube-api-burst=1000".into(),
-            format!(
-                "--service-account-private-key-file={}",
-                cert_paths.sa_private.display()
-            ),
-            format!("--root-ca-file={}", cert_paths.serving_ca.display()),
-            "--v=1".into(),
-        ]);
-        let kcm_log = log_dir.join("kube-controller-manager.log");
-        let mut controller_manager =
-            Supervised::spawn("kube-controller-manager", kcm_cmd, Some(&kcm_log))?;
-        let health = insecure_client(kcm_port)?;
-        wait_until_async(
-            options.ready_timeout,
-            "kube-controller-manager",
+        .map_err(|e| keep_logs(&log_dir)(e.into()))?;
+        let controller_manager = start_controller_manager(
+            options,
+            &data_dir,
             &log_dir,
-            &mut controller_manager,
-            || {
-                let health = health.clone();
-                async move {
-                    health
-                        .request_text(
-                            http::Request::get("/healthz")
-                                .body(Vec::new())
-                                .expect("valid request"),
-                        )
-                        .await
-                        .is_ok_and(|t| t.trim() == "ok")
-                }
-            },
+            &ports,
+            &cert_paths,
+            &kubeconfig,
         )
-        .await
-        .map_err(keep_logs)?;
-
+        .await?;
         Ok(ControlPlane {
             data_dir,
             log_dir,
             kubeconfig,
-            server,
+            server: ports.server(),
             client,
             etcd,
             apiserver,
@@ -365,6 +254,228 @@ impl Drop for ControlPlane {
             let _ = std::fs::remove_dir_all(&self.log_dir);
         }
     }
+}
+
+// the attempt failed with                      | attempt | start again
+// ---------------------------------------------+---------+------------
+// NotReady saying "address already in use"     | 1 to 4  | yes
+// NotReady saying "address already in use"     | 5       | no
+// any other error                              | any     | no
+/// Whether a start that failed with `err` on attempt `attempt` lost a port race and is
+/// tried again with new ports.
+fn retry_after(attempt: u32, err: &ControlPlaneError) -> bool {
+    matches!(err, ControlPlaneError::NotReady { detail, .. }
+        if attempt < 5 && detail.contains("address already in use"))
+}
+
+/// The loopback ports of one start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ports {
+    etcd: u16,
+    etcd_peer: u16,
+    api: u16,
+    controller_manager: u16,
+}
+
+impl Ports {
+    /// Four free ports.
+    fn pick() -> Result<Ports, ControlPlaneError> {
+        Ok(Ports {
+            etcd: free_port().map_err(io("pick a port"))?,
+            etcd_peer: free_port().map_err(io("pick a port"))?,
+            api: free_port().map_err(io("pick a port"))?,
+            controller_manager: free_port().map_err(io("pick a port"))?,
+        })
+    }
+
+    /// etcd's client URL.
+    fn etcd_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.etcd)
+    }
+
+    /// The apiserver URL.
+    fn server(&self) -> String {
+        format!("https://127.0.0.1:{}", self.api)
+    }
+}
+
+/// Keeps the logs in `log_dir` (a component failed), passing the error on.
+fn keep_logs(log_dir: &Path) -> impl FnOnce(ControlPlaneError) -> ControlPlaneError + '_ {
+    move |err| {
+        process::forget_dir(log_dir);
+        err
+    }
+}
+
+/// Starts etcd and waits until it answers `/health`; the logs are kept when it does not.
+async fn start_etcd(
+    options: &ControlPlaneOptions,
+    data_dir: &Path,
+    log_dir: &Path,
+    ports: &Ports,
+) -> Result<Supervised, ControlPlaneError> {
+    let mut etcd_cmd = Command::new(options.binaries.path(Component::Etcd));
+    etcd_cmd.args(etcd_args(data_dir, ports));
+    let etcd_log = log_dir.join("etcd.log");
+    let mut etcd = Supervised::spawn("etcd", etcd_cmd, Some(&etcd_log))?;
+    let port = ports.etcd;
+    wait_until(options.ready_timeout, "etcd", log_dir, &mut etcd, || {
+        plain_http_ok(port, "/health")
+    })
+    .await
+    .map_err(keep_logs(log_dir))?;
+    Ok(etcd)
+}
+
+/// Starts kube-apiserver, writes the admin kubeconfig and waits until the apiserver is ready
+/// and has made the `default` namespace (the logs are kept when it does not); returns it, the
+/// kubeconfig and a client.
+async fn start_apiserver(
+    options: &ControlPlaneOptions,
+    data_dir: &Path,
+    log_dir: &Path,
+    ports: &Ports,
+    cert_paths: &CertPaths,
+) -> Result<(Supervised, PathBuf, Client), ControlPlaneError> {
+    let mut api_cmd = Command::new(options.binaries.path(Component::KubeApiserver));
+    api_cmd.args(apiserver_args(cert_paths, &ports.etcd_url(), ports.api));
+    let api_log = log_dir.join("kube-apiserver.log");
+    let mut apiserver = Supervised::spawn("kube-apiserver", api_cmd, Some(&api_log))?;
+
+    let kubeconfig = data_dir.join("kubeconfig");
+    write_private(
+        &kubeconfig,
+        kubeconfig_yaml(&ports.server(), cert_paths).as_bytes(),
+    )
+    .map_err(io("write the kubeconfig"))?;
+    let client = client_for(&kubeconfig).await?;
+
+    let probe = client.clone();
+    wait_until_async(
+        options.ready_timeout,
+        "kube-apiserver",
+        log_dir,
+        &mut apiserver,
+        || {
+            let probe = probe.clone();
+            async move {
+                let ready = probe
+                    .request_text(
+                        http::Request::get("/readyz")
+                            .body(Vec::new())
+                            .expect("valid request"),
+                    )
+                    .await
+                    .is_ok_and(|t| t.trim() == "ok");
+                ready
+                    && Api::<Namespace>::all(probe)
+                        .get_opt("default")
+                        .await
+                        .ok()
+                        .flatten()
+                        .is_some()
+            }
+        },
+    )
+    .await
+    .map_err(keep_logs(log_dir))?;
+    Ok((apiserver, kubeconfig, client))
+}
+
+/// Starts kube-controller-manager and waits until it answers `/healthz`; the logs are kept
+/// when it does not.
+async fn start_controller_manager(
+    options: &ControlPlaneOptions,
+    data_dir: &Path,
+    log_dir: &Path,
+    ports: &Ports,
+    cert_paths: &CertPaths,
+    kubeconfig: &Path,
+) -> Result<Supervised, ControlPlaneError> {
+    let mut kcm_cmd = Command::new(options.binaries.path(Component::KubeControllerManager));
+    kcm_cmd.args(controller_manager_args(
+        kubeconfig,
+        &options.controllers,
+        data_dir,
+        ports,
+        cert_paths,
+    ));
+    let kcm_log = log_dir.join("kube-controller-manager.log");
+    let mut controller_manager =
+        Supervised::spawn("kube-controller-manager", kcm_cmd, Some(&kcm_log))?;
+    let health = insecure_client(ports.controller_manager)?;
+    wait_until_async(
+        options.ready_timeout,
+        "kube-controller-manager",
+        log_dir,
+        &mut controller_manager,
+        || {
+            let health = health.clone();
+            async move {
+                health
+                    .request_text(
+                        http::Request::get("/healthz")
+                            .body(Vec::new())
+                            .expect("valid request"),
+                    )
+                    .await
+                    .is_ok_and(|t| t.trim() == "ok")
+            }
+        },
+    )
+    .await
+    .map_err(keep_logs(log_dir))?;
+    Ok(controller_manager)
+}
+
+/// etcd's flags: a single member on loopback, data in `data_dir`, no fsync (the data is
+/// thrown away).
+fn etcd_args(data_dir: &Path, ports: &Ports) -> Vec<String> {
+    let etcd_url = ports.etcd_url();
+    let peer = ports.etcd_peer;
+    vec![
+        format!("--data-dir={}", data_dir.join("etcd").display()),
+        format!("--listen-client-urls={etcd_url}"),
+        format!("--advertise-client-urls={etcd_url}"),
+        format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+        format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+        format!("--initial-cluster=default=http://127.0.0.1:{peer}"),
+        "--unsafe-no-fsync=true".into(),
+        "--log-level=warn".into(),
+        "--quota-backend-bytes=4294967296".into(),
+    ]
+}
+
+/// kube-controller-manager's flags: `controllers` only, no leader election, on loopback.
+fn controller_manager_args(
+    kubeconfig: &Path,
+    controllers: &[String],
+    data_dir: &Path,
+    ports: &Ports,
+    cert_paths: &CertPaths,
+) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--controllers={}", controllers.join(",")),
+        "--leader-elect=false".into(),
+        "--use-service-account-credentials=false".into(),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={}", ports.controller_manager),
+        format!("--cert-dir={}", data_dir.join("kcm-certs").display()),
+        "--concurrent-gc-syncs=10".into(),
+        "--concurrent-namespace-syncs=5".into(),
+        // The default client rate (20 requests/s) makes the garbage collector take 13 s to
+        // delete the 256 pods of one PodClique; the collector's speed is not what a case
+        // tests, and one machine's apiserver has room for more.
+        "--kube-api-qps=500".into(),
+        "--kube-api-burst=1000".into(),
+        format!(
+            "--service-account-private-key-file={}",
+            cert_paths.sa_private.display()
+        ),
+        format!("--root-ca-file={}", cert_paths.serving_ca.display()),
+        "--v=1".into(),
+    ]
 }
 
 fn apiserver_args(certs: &CertPaths, etcd_url: &str, port: u16) -> Vec<String> {
@@ -506,5 +617,72 @@ where
             return Err(not_ready(component, log_dir, child, timeout));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn not_ready(detail: &str) -> ControlPlaneError {
+        ControlPlaneError::NotReady {
+            component: "kube-apiserver",
+            detail: detail.into(),
+            logs: PathBuf::from("/logs"),
+        }
+    }
+
+    #[test]
+    fn only_a_port_race_before_the_fifth_attempt_is_retried() {
+        let race = not_ready("exited with 1; bind: address already in use");
+        assert!(retry_after(1, &race));
+        assert!(retry_after(4, &race));
+        assert!(!retry_after(5, &race));
+        assert!(!retry_after(1, &not_ready("not ready after 60s")));
+        let io = ControlPlaneError::Io {
+            what: "pick a port".into(),
+            source: std::io::Error::other("address already in use"),
+        };
+        assert!(!retry_after(1, &io));
+    }
+
+    #[test]
+    fn the_components_listen_on_their_own_loopback_ports() {
+        let ports = Ports {
+            etcd: 1,
+            etcd_peer: 2,
+            api: 3,
+            controller_manager: 4,
+        };
+        let etcd = etcd_args(Path::new("/d"), &ports);
+        assert!(etcd.contains(&"--data-dir=/d/etcd".to_string()), "{etcd:?}");
+        assert!(etcd.contains(&"--listen-client-urls=http://127.0.0.1:1".to_string()));
+        assert!(etcd.contains(&"--initial-cluster=default=http://127.0.0.1:2".to_string()));
+        assert_eq!(ports.server(), "https://127.0.0.1:3");
+        let pki = |name: &str| PathBuf::from("/d/pki").join(name);
+        let certs = CertPaths {
+            dir: pki(""),
+            serving_ca: pki("ca.crt"),
+            serving_cert: pki("apiserver.crt"),
+            serving_key: pki("apiserver.key"),
+            client_ca: pki("client-ca.crt"),
+            admin_cert: pki("admin.crt"),
+            admin_key: pki("admin.key"),
+            sa_public: pki("sa.pub"),
+            sa_private: pki("sa.key"),
+        };
+        let kcm = controller_manager_args(
+            Path::new("/d/kubeconfig"),
+            &["garbagecollector".into(), "podgc".into()],
+            Path::new("/d"),
+            &ports,
+            &certs,
+        );
+        assert!(
+            kcm.contains(&"--controllers=garbagecollector,podgc".to_string()),
+            "{kcm:?}"
+        );
+        assert!(kcm.contains(&"--secure-port=4".to_string()), "{kcm:?}");
+        assert!(kcm.contains(&"--leader-elect=false".to_string()), "{kcm:?}");
     }
 }

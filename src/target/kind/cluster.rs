@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, ListParams};
 
+use crate::host::docker;
 use crate::target::TargetError;
 use crate::target::kind::assets::KindAssets;
 
@@ -81,7 +82,7 @@ pub fn run(mut command: Command) -> Result<String, TargetError> {
 
 /// The node containers of cluster `name`, by kind's label.
 pub fn node_containers(name: &str) -> Result<Vec<String>, TargetError> {
-    let mut command = Command::new("docker");
+    let mut command = docker::command();
     command.args([
         "ps",
         "-a",
@@ -147,7 +148,7 @@ pub fn delete(kind: &Path, name: &str) -> Result<(), TargetError> {
 
 /// The full IDs of the containers of kind cluster `name` (none when Docker does not answer).
 fn node_ids(name: &str) -> Vec<String> {
-    let mut ids = Command::new("docker");
+    let mut ids = docker::command();
     ids.args([
         "ps",
         "-aq",
@@ -206,7 +207,7 @@ pub fn cni_config(cidr: &str) -> String {
 /// Writes `content` to `path` inside node container `node`.
 fn write_in_node(node: &str, path: &str, content: &str) -> Result<(), TargetError> {
     use std::io::Write;
-    let mut child = Command::new("docker")
+    let mut child = docker::command()
         .args(["exec", "-i", node, "sh", "-c"])
         .arg(format!(
             "mkdir -p \"$(dirname {path})\" && cat > {path}.new && mv {path}.new {path}"

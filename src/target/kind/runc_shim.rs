@@ -8,10 +8,12 @@
 //! `create`/`run` and from the `--process` file on `exec`, then runs the real runc.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::host::docker;
 
 /// The name the shim is installed and registered under.
 pub const SHIM_NAME: &str = "grove-conformance-runc";
@@ -32,24 +34,65 @@ pub fn bounding_set_has_sys_resource(status: &str) -> Option<bool> {
     Some(bits >> CAP_SYS_RESOURCE_BIT & 1 == 1)
 }
 
+/// Why privileged containers cannot be made to work.
+#[derive(Debug, thiserror::Error)]
+pub enum RuncShimError {
+    /// The capability bounding set could not be read.
+    #[error("failed to read /proc/self/status")]
+    Status(#[source] std::io::Error),
+    /// Installing the shim or writing dockerd's configuration failed.
+    #[error("failed to {what} {}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// Where.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// dockerd's configuration is not JSON.
+    #[error("failed to read {DAEMON_JSON} as JSON: fix it, then run again")]
+    DaemonJson(#[source] serde_json::Error),
+    /// No dockerd took the signal to reload.
+    #[error(
+        "failed to reload dockerd: this host's capability bounding set lacks {CAPABILITY}, so privileged containers need the runc shim {}; it is registered in {DAEMON_JSON}, but no dockerd could be told to reload: restart dockerd",
+        shim.display()
+    )]
+    NotReloaded {
+        /// The installed shim.
+        shim: PathBuf,
+    },
+    /// dockerd reloaded without taking the shim as its default runtime.
+    #[error(
+        "failed to make the runc shim {} dockerd's default runtime: it is registered in {DAEMON_JSON}, but dockerd did not take it on reload (was it started with --default-runtime or --add-runtime {SHIM_NAME}?): restart dockerd",
+        shim.display()
+    )]
+    NotTaken {
+        /// The installed shim.
+        shim: PathBuf,
+    },
+}
+
+fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RuncShimError {
+    let path = path.to_path_buf();
+    move |source| RuncShimError::Io { what, path, source }
+}
+
 fn default_runtime() -> Option<String> {
-    let output = Command::new("docker")
-        .args(["info", "--format", "{{.DefaultRuntime}}"])
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
-    output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+    docker::info("{{.DefaultRuntime}}")
 }
 
 /// Makes sure Docker can run privileged containers here: nothing to do where the bounding set
 /// has `CAP_SYS_RESOURCE`; elsewhere installs the shim into `dir`, registers it in
 /// `/etc/docker/daemon.json` as the default runtime and reloads dockerd (SIGHUP), saying so.
 /// `harness` is the grove-conformance executable the shim is a copy of.
-pub fn ensure_privileged_works(dir: &Path, harness: &Path, progress: bool) -> Result<(), String> {
-    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| e.to_string())?;
+pub fn ensure_privileged_works(
+    dir: &Path,
+    harness: &Path,
+    progress: bool,
+) -> Result<(), RuncShimError> {
+    let status = std::fs::read_to_string("/proc/self/status").map_err(RuncShimError::Status)?;
     if bounding_set_has_sys_resource(&status) != Some(false) {
         return Ok(());
     }
@@ -61,39 +104,30 @@ pub fn ensure_privileged_works(dir: &Path, harness: &Path, progress: bool) -> Re
         return Ok(());
     }
     let shim = dir.join(SHIM_NAME);
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let exe = harness;
+    std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
     let tmp = dir.join(format!(".{SHIM_NAME}.tmp"));
-    std::fs::copy(exe, &tmp)
-        .map_err(|e| format!("copy {} to {}: {e}", exe.display(), tmp.display()))?;
-    std::fs::rename(&tmp, &shim).map_err(|e| format!("{}: {e}", shim.display()))?;
+    std::fs::copy(harness, &tmp).map_err(io_err("copy the harness to", &tmp))?;
+    std::fs::rename(&tmp, &shim).map_err(io_err("install", &shim))?;
     let text = std::fs::read_to_string(DAEMON_JSON).unwrap_or_else(|_| "{}".into());
-    let mut config: Value = serde_json::from_str(&text)
-        .map_err(|e| format!("{DAEMON_JSON} is not valid JSON ({e}); fix it, then run again"))?;
+    let mut config: Value = serde_json::from_str(&text).map_err(RuncShimError::DaemonJson)?;
     register(&mut config, &shim);
-    std::fs::create_dir_all("/etc/docker").map_err(|e| format!("/etc/docker: {e}"))?;
+    std::fs::create_dir_all("/etc/docker").map_err(io_err("create", Path::new("/etc/docker")))?;
     std::fs::write(
         DAEMON_JSON,
         serde_json::to_string_pretty(&config).expect("JSON serializes"),
     )
-    .map_err(|e| format!("{DAEMON_JSON}: {e}"))?;
+    .map_err(io_err("write", Path::new(DAEMON_JSON)))?;
     let reloaded = Command::new("pkill")
         .args(["-HUP", "-x", "dockerd"])
         .status()
         .is_ok_and(|s| s.success());
     if !reloaded {
-        return Err(format!(
-            "this host's capability bounding set lacks {CAPABILITY}, so privileged containers need the runc shim {}; it is registered in {DAEMON_JSON}, but no dockerd could be told to reload: restart dockerd",
-            shim.display()
-        ));
+        return Err(RuncShimError::NotReloaded { shim });
     }
     let deadline = Instant::now() + Duration::from_secs(20);
     while default_runtime().as_deref() != Some(SHIM_NAME) {
         if Instant::now() > deadline {
-            return Err(format!(
-                "registered the runc shim {} as dockerd's default runtime in {DAEMON_JSON}, but dockerd did not take it on reload (was it started with --default-runtime or --add-runtime {SHIM_NAME}?): restart dockerd",
-                shim.display()
-            ));
+            return Err(RuncShimError::NotTaken { shim });
         }
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -141,10 +141,10 @@ fn run() -> RunResults {
         &["E10"],
         Outcome::Fail(Failure {
             message: "step 9 (line 41): expectation not met within 20s".into(),
-            compared: Some(grove_conformance::report::Compared {
+            compared: Some(Box::new(grove_conformance::report::Compared {
                 expected: json!({"status": {"replicaRestartCounts": [0]}}),
                 observed: json!({"status": {"replicaRestartCounts": [1]}}),
-            }),
+            })),
             ..Failure::default()
         }),
     ));

@@ -125,14 +125,16 @@ pub fn default_jobs(real_kubelets: bool) -> usize {
 /// that share the cluster first, in catalog order, then the exclusive ones, so these do not
 /// hold up the parallel ones.
 pub fn plan(cases: Vec<Case>, exclusive: impl Fn(&Case) -> bool) -> Vec<(Case, bool)> {
-    let (shared, alone): (Vec<(Case, bool)>, Vec<(Case, bool)>) = cases
+    let mut planned: Vec<(Case, bool)> = cases
         .into_iter()
         .map(|c| {
             let e = exclusive(&c);
             (c, e)
         })
-        .partition(|(_, e)| !e);
-    shared.into_iter().chain(alone).collect()
+        .collect();
+    // A stable sort: catalog order within each part.
+    planned.sort_by_key(|(_, e)| *e);
+    planned
 }
 
 /// How the implementation runs for the whole run, decided from the settings:

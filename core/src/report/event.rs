@@ -51,7 +51,7 @@ pub struct Failure {
     /// Expected-vs-observed YAML diff (plain text), when an expectation failed.
     pub diff: Option<String>,
     /// What the failed expectation compared, for reporters that render the diff themselves.
-    pub compared: Option<super::Compared>,
+    pub compared: Option<Box<super::Compared>>,
     /// The case's timeline (or the slice proving a monitor violation), rendered.
     pub timeline: Option<String>,
     /// The clauses the failure shows broken, when it names them exactly (an invariant the

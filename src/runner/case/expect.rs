@@ -93,10 +93,10 @@ impl CaseRun<'_> {
             StepError::Fail(Failure {
                 message: format!("{what}: {}", eval.failures.join("; ")),
                 diff: Some(eval.diff()),
-                compared: Some(Compared {
+                compared: Some(Box::new(Compared {
                     expected: eval.expected.clone(),
                     observed: eval.observed.clone(),
-                }),
+                })),
                 timeline: None,
                 broken: Vec::new(),
             })

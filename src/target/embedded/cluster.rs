@@ -146,6 +146,8 @@ impl Shared {
 pub fn shared(crds: impl FnOnce() -> Vec<CustomResourceDefinition>) -> &'static Shared {
     static SHARED: OnceLock<Shared> = OnceLock::new();
     SHARED.get_or_init(|| {
+        // A test binary's progress (a first build of the binaries takes minutes) is shown.
+        crate::host::logging::init(crate::host::logging::DEFAULT_FILTER);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()

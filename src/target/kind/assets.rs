@@ -175,8 +175,8 @@ fn build(root: &Path, dir: &Path, progress: bool) -> Result<(), ProvisionError> 
     }
     let _ = std::fs::remove_dir_all(&work);
     if progress {
-        eprintln!(
-            "[grove-conformance] kind assets ready in {:.0?}: {} and image {image}",
+        tracing::info!(
+            "kind assets ready in {:.0?}: {} and image {image}",
             b.elapsed(),
             bin.display()
         );

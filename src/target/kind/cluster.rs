@@ -105,7 +105,7 @@ pub fn reap(kind: &Path, name: &str) -> Result<(), TargetError> {
     if node_containers(name)?.is_empty() {
         return Ok(());
     }
-    eprintln!("deleting kind cluster {name}, left behind by an earlier run");
+    tracing::info!("deleting kind cluster {name}, left behind by an earlier run");
     delete(kind, name)
 }
 
@@ -137,8 +137,8 @@ pub fn delete(kind: &Path, name: &str) -> Result<(), TargetError> {
                 ),
             }));
         }
-        eprintln!(
-            "[grove-conformance] kind cluster {name}: {} node container(s) survived the delete, thawing and trying again",
+        tracing::warn!(
+            "kind cluster {name}: {} node container(s) survived the delete, thawing and trying again",
             left.len()
         );
         attempt += 1;
@@ -383,14 +383,15 @@ impl KindCluster {
 impl Drop for KindCluster {
     fn drop(&mut self) {
         if self.keep {
-            eprintln!(
+            tracing::info!(
                 "kept kind cluster {} (delete it with `kind delete cluster --name {}`)",
-                self.name, self.name
+                self.name,
+                self.name
             );
             return;
         }
         if let Err(e) = delete(&self.kind, &self.name) {
-            eprintln!("warning: {e}");
+            tracing::warn!(error = %crate::errors::chain(&e), "failed to delete the kind cluster");
         }
     }
 }

@@ -132,8 +132,8 @@ pub fn ensure_privileged_works(
         std::thread::sleep(Duration::from_millis(200));
     }
     if progress {
-        eprintln!(
-            "[grove-conformance] this host's capability bounding set lacks {CAPABILITY}, which privileged containers (kind's nodes) ask for: registered the runc shim {} as dockerd's default runtime in {DAEMON_JSON} and reloaded dockerd",
+        tracing::info!(
+            "this host's capability bounding set lacks {CAPABILITY}, which privileged containers (kind's nodes) ask for: registered the runc shim {} as dockerd's default runtime in {DAEMON_JSON} and reloaded dockerd",
             shim.display()
         );
     }

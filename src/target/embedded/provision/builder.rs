@@ -90,8 +90,8 @@ impl Builder {
     pub(crate) fn announce(&mut self, what: &str) {
         self.step += 1;
         if self.progress {
-            eprintln!(
-                "[grove-conformance] {}, step {}/{} ({:.0?} so far): {what}",
+            tracing::info!(
+                "{}, step {}/{} ({:.0?} so far): {what}",
                 self.title,
                 self.step,
                 self.steps,
@@ -176,13 +176,13 @@ impl Builder {
             let beat = if self.counting.is_some() { 15 } else { 30 };
             if self.progress && last_beat.elapsed() >= Duration::from_secs(beat) {
                 match self.counting {
-                    Some(total) => eprintln!(
-                        "[grove-conformance]   compiling: {} of up to {total} packages ({:.0?} so far)",
+                    Some(total) => tracing::info!(
+                        "  compiling: {} of up to {total} packages ({:.0?} so far)",
                         compiled_since(&self.log_path, log_start),
                         self.started.elapsed()
                     ),
-                    None => eprintln!(
-                        "[grove-conformance]   still at '{step}' ({:.0?} so far)",
+                    None => tracing::info!(
+                        "  still at '{step}' ({:.0?} so far)",
                         self.started.elapsed()
                     ),
                 }
@@ -224,8 +224,8 @@ pub(crate) fn lock_build(
         .map_err(io_err("open", &lock_path))?;
     if lock.try_lock().is_err() {
         if progress {
-            eprintln!(
-                "[grove-conformance] another process is building {what}; waiting for {}",
+            tracing::info!(
+                "another process is building {what}; waiting for {}",
                 lock_path.display()
             );
         }

@@ -191,8 +191,8 @@ pub(super) fn build(root: &Path, progress: bool) -> Result<(), ProvisionError> {
     }
     let _ = std::fs::remove_dir_all(&work);
     if progress {
-        eprintln!(
-            "[grove-conformance] built the control-plane binaries in {:.0?}: {}",
+        tracing::info!(
+            "built the control-plane binaries in {:.0?}: {}",
             builder.elapsed(),
             cache.display()
         );

@@ -133,7 +133,7 @@ impl CaseRun<'_> {
                 {
                     projected_at = Some(now);
                     if let Some(backlog) = self.implementation_part_done(exp) {
-                        tracing::info!(
+                        tracing::debug!(
                             case = %self.case.name,
                             after = ?now - started,
                             %backlog,

@@ -44,7 +44,7 @@ pub struct Catalog {
 pub enum Applicability {
     /// It runs.
     Applies,
-    /// It is reported skipped, with this reason.
+    /// It is reported not applicable in this revision, with this reason.
     NotApplicable(String),
 }
 

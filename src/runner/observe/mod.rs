@@ -100,6 +100,9 @@ struct State {
     /// Pods that turned Failed while not being deleted, though no step of the harness acted
     /// on them, nor deleted their owner: uid, and the pod's name with the reason it gives.
     failed_unprompted: Vec<(String, String)>,
+    /// Pods whose containers cannot start on the target (an image it cannot pull, a container
+    /// it cannot create): uid, and the pod's name with the reason its status gives.
+    cannot_start: Vec<(String, String)>,
 }
 
 impl State {
@@ -120,6 +123,42 @@ impl State {
                 .pending
                 .iter()
                 .any(|p| p.entry.resource_version > reached)
+    }
+
+    /// The timeline handed to the monitor so far, then what the watches went through that
+    /// bears on it: their errors (each counted, the watches resume by themselves) and how
+    /// often late entries made the monitor judge the whole timeline again.
+    fn rendered(&self) -> String {
+        let mut out = self
+            .monitor
+            .as_ref()
+            .map(Monitor::render_timeline)
+            .unwrap_or_default();
+        let mut errors: Vec<(&str, usize)> = Vec::new();
+        for e in &self.watch_errors {
+            match errors.iter_mut().find(|(m, _)| *m == e.as_str()) {
+                Some((_, n)) => *n += 1,
+                None => errors.push((e, 1)),
+            }
+        }
+        for (message, times) in errors {
+            let times = if times > 1 {
+                format!(" ({times} times)")
+            } else {
+                String::new()
+            };
+            out.push_str(&format!(
+                "note: watch error, resumed by itself: {message}{times}\n"
+            ));
+        }
+        if self.replays > 0 {
+            out.push_str(&format!(
+                "note: the monitor judged the whole timeline again {} time{}: object entries arrived after later ones had been judged\n",
+                self.replays,
+                if self.replays == 1 { "" } else { "s" }
+            ));
+        }
+        out
     }
 
     fn progressed(&mut self, kind: Kind, rv: u64) {
@@ -301,14 +340,12 @@ impl Observer {
         !self.lock().violations.is_empty()
     }
 
-    /// How often the timeline was judged again in resource-version order.
-    pub fn replays(&self) -> usize {
-        self.lock().replays
-    }
-
-    /// Watch failures seen (the watches resume by themselves; these explain a stuck case).
-    pub fn watch_errors(&self) -> Vec<String> {
-        self.lock().watch_errors.clone()
+    /// A handle that waits, from another task, until a pod of the case cannot start.
+    pub fn start_failures(&self) -> StartFailures {
+        StartFailures {
+            state: self.state.clone(),
+            changed: self.changed.clone(),
+        }
     }
 
     /// Why the timeline cannot be judged, if it cannot: a watch delivered a resourceVersion
@@ -320,7 +357,8 @@ impl Observer {
     }
 
     /// Hands the monitor every entry up to the revision current now, once every gated watch has
-    /// confirmed it delivered them, and returns the rendered timeline. A watch that cannot
+    /// confirmed it delivered them, and returns the rendered timeline, with the watches' errors
+    /// and the monitor's replays noted at its end. A watch that cannot
     /// confirm within [`PROGRESS_DEADLINE`] makes the timeline unjudgeable.
     pub async fn settle(&self) -> String {
         let started = std::time::Instant::now();
@@ -366,20 +404,51 @@ impl Observer {
             pending = state.pending.len(),
             "the watches confirmed the end of the case"
         );
-        state
-            .monitor
-            .as_ref()
-            .map(Monitor::render_timeline)
-            .unwrap_or_default()
+        state.rendered()
     }
 
-    /// The timeline so far (entries already handed to the monitor).
+    /// The timeline so far (entries already handed to the monitor), with the same notes as
+    /// [`settle`](Observer::settle)'s.
     pub fn timeline(&self) -> String {
-        self.lock()
-            .monitor
-            .as_ref()
-            .map(Monitor::render_timeline)
-            .unwrap_or_default()
+        self.lock().rendered()
+    }
+}
+
+/// Waits, from another task, until some pod of the case cannot start on the target.
+#[derive(Clone)]
+pub struct StartFailures {
+    state: Arc<Mutex<State>>,
+    changed: watch::Receiver<u64>,
+}
+
+impl std::fmt::Debug for StartFailures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartFailures").finish_non_exhaustive()
+    }
+}
+
+impl StartFailures {
+    /// Returns, once there is one, every pod of the case whose containers cannot start (an
+    /// image the target cannot pull, a container it cannot create: see
+    /// [`cannot_start`]), each its name and the reason its status gives. Never returns while
+    /// every pod can start.
+    pub async fn wait(&mut self) -> Vec<String> {
+        loop {
+            let found: Vec<String> = self
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .cannot_start
+                .iter()
+                .map(|(_, what)| what.clone())
+                .collect();
+            if !found.is_empty() {
+                return found;
+            }
+            if self.changed.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
     }
 }
 
@@ -407,6 +476,7 @@ impl SnapshotHandle {
 }
 
 mod record;
+pub use record::cannot_start;
 mod release;
 #[cfg(test)]
 mod tests;

@@ -75,6 +75,14 @@ pub(super) fn record(
                 let what = format!("{} ({})", name_of(&object), failure_reason(&object));
                 state.failed_unprompted.push((uid.clone(), what));
             }
+            if !deleted
+                && !is_deleting(&object)
+                && let Some(reason) = cannot_start(&object)
+                && !state.cannot_start.iter().any(|(u, _)| *u == uid)
+            {
+                let what = format!("{} ({reason})", name_of(&object));
+                state.cannot_start.push((uid.clone(), what));
+            }
             let snapshot = &mut state.snapshot;
             match (old, deleted) {
                 (Some(i), true) => {
@@ -183,4 +191,52 @@ pub(super) fn uid_of(o: &Value) -> String {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string()
+}
+
+/// Container waiting reasons that mean the target cannot start the container as written, so
+/// the pod will never run: an image it cannot pull or may not pull, an image name it cannot
+/// parse, a container it cannot create or run. (`ContainerCreating` and `PodInitializing` are
+/// on the way; `CrashLoopBackOff` follows an exit, which the harness itself brings about.)
+pub const CANNOT_START: [&str; 9] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "RegistryUnavailable",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "PreStartHookError",
+];
+
+/// Why a pod's containers cannot start on the target, if its status says so: each container
+/// (init containers too) waiting for a reason of [`CANNOT_START`], with its name, the reason
+/// and the message (`main: ErrImagePull: failed to pull image "busybox": ...`).
+pub fn cannot_start(pod: &Value) -> Option<String> {
+    let reasons: Vec<String> = ["initContainerStatuses", "containerStatuses"]
+        .iter()
+        .filter_map(|field| pod.pointer(&format!("/status/{field}")))
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(|c| {
+            let waiting = c.pointer("/state/waiting")?;
+            let reason = waiting.get("reason").and_then(Value::as_str)?;
+            CANNOT_START.contains(&reason).then(|| {
+                let name = c.get("name").and_then(Value::as_str).unwrap_or("?");
+                let message: String = waiting
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .chars()
+                    .take(200)
+                    .collect();
+                if message.is_empty() {
+                    format!("{name}: {reason}")
+                } else {
+                    format!("{name}: {reason}: {message}")
+                }
+            })
+        })
+        .collect();
+    (!reasons.is_empty()).then(|| reasons.join("; "))
 }

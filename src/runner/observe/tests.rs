@@ -201,3 +201,96 @@ fn a_relist_reports_the_objects_it_no_longer_has_as_deleted() {
     assert!(progress.relisted(Kind::Pod, &state).is_empty());
     assert_eq!(state.lock().unwrap().unjudgeable, None);
 }
+
+#[test]
+fn a_container_the_target_cannot_start_is_named_with_its_reason() {
+    let waiting = |reason: &str, message: &str| {
+        json!({"metadata": {"name": "job-0-w-abcde"}, "status": {"phase": "Pending",
+            "containerStatuses": [{"name": "main",
+                "state": {"waiting": {"reason": reason, "message": message}}}]}})
+    };
+    assert_eq!(
+        cannot_start(&waiting(
+            "ErrImagePull",
+            "failed to pull image \"busybox\": connection refused"
+        ))
+        .as_deref(),
+        Some("main: ErrImagePull: failed to pull image \"busybox\": connection refused")
+    );
+    assert_eq!(
+        cannot_start(&waiting("ImagePullBackOff", "")).as_deref(),
+        Some("main: ImagePullBackOff")
+    );
+    // On the way, or after an exit the harness made: not a failure to start.
+    for reason in ["ContainerCreating", "PodInitializing", "CrashLoopBackOff"] {
+        assert_eq!(cannot_start(&waiting(reason, "x")), None, "{reason}");
+    }
+    let init = json!({"status": {"initContainerStatuses": [{"name": "setup",
+        "state": {"waiting": {"reason": "InvalidImageName"}}}]}});
+    assert_eq!(
+        cannot_start(&init).as_deref(),
+        Some("setup: InvalidImageName")
+    );
+}
+
+#[test]
+fn a_pod_that_cannot_start_is_noted_once_and_a_deleted_one_not_at_all() {
+    let state = Arc::new(judged_state(0));
+    let writes = Arc::new(Mutex::new(HarnessWrites::default()));
+    let tx = watch::channel(0).0;
+    let pulling = |name: &str, rv: u64, deleting: bool| {
+        let mut p = pod(name, rv);
+        p["status"] = json!({"phase": "Pending", "containerStatuses": [{"name": "main",
+            "state": {"waiting": {"reason": "ErrImagePull", "message": "no registry"}}}]});
+        if deleting {
+            p["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        p
+    };
+    for p in [
+        pulling("a", 1, false),
+        pulling("a", 2, false),
+        pulling("b", 3, true),
+    ] {
+        record(Kind::Pod, p, false, &state, &writes, &tx);
+    }
+    let noted: Vec<String> = state
+        .lock()
+        .unwrap()
+        .cannot_start
+        .iter()
+        .map(|(_, what)| what.clone())
+        .collect();
+    assert_eq!(noted, ["a (main: ErrImagePull: no registry)"]);
+}
+
+#[test]
+fn the_rendered_timeline_notes_watch_errors_and_replays() {
+    let state = Arc::new(judged_state(10));
+    arrive(&state, Kind::Pod, "p", 8);
+    assert_eq!(released(&state), vec![8]);
+    arrive(&state, Kind::Pod, "q", 7);
+    assert_eq!(released(&state), vec![7, 8]);
+    {
+        let mut s = state.lock().unwrap();
+        s.watch_errors.push("Pod: connection reset".into());
+        s.watch_errors.push("Pod: connection reset".into());
+        s.watch_errors
+            .push("PodClique: resourceVersion 5 is too old for the apiserver".into());
+    }
+    let rendered = state.lock().unwrap().rendered();
+    let notes: Vec<&str> = rendered
+        .lines()
+        .filter(|l| l.starts_with("note: "))
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            "note: watch error, resumed by itself: Pod: connection reset (2 times)",
+            "note: watch error, resumed by itself: PodClique: resourceVersion 5 is too old for the apiserver",
+            "note: the monitor judged the whole timeline again 1 time: object entries arrived after later ones had been judged",
+        ],
+        "{rendered}"
+    );
+    assert!(rendered.starts_with("#0"), "{rendered}");
+}

@@ -129,6 +129,10 @@ async fn run_steps(
 }
 
 /// [`run_steps`], noting the crash points in `crash_points` and the time split in `time`.
+///
+/// Once the namespace exists, every ending goes through [`tear_down`]: a case that could not
+/// start its proxy or implementation, pin its crash or reserve its nodes deletes its
+/// namespace and stops what it started, as a case that ran does.
 async fn run_steps_noting(
     run: &RunContext,
     case: &Case,
@@ -154,46 +158,13 @@ async fn run_steps_noting(
         run.pods.fleet().cloned(),
     )
     .await;
-    let log = run.log_dir.join(format!("{}.log", case.name));
-    let proxy = if run.implementation.per_case() && run.api_proxy {
-        match ApiProxy::start(&run.kubeconfig, &run.log_dir).await {
-            Ok(p) => Some(Arc::new(p)),
-            Err(e) => {
-                return Outcome::Error {
-                    message: format!("failed to start the API proxy: {e}"),
-                };
-            }
-        }
-    } else {
-        run.shared_proxy.clone()
-    };
-    let instance = if run.implementation.per_case() {
-        let kubeconfig = proxy
-            .as_ref()
-            .map_or(run.kubeconfig.as_path(), |p| p.kubeconfig());
-        let started =
-            match Instance::start(&run.implementation, kubeconfig, Some(&namespace), &log).await {
-                Ok(i) => i,
-                Err(e) => {
-                    return Outcome::Error {
-                        message: format!("failed to start the implementation: {e}"),
-                    };
-                }
-            };
-        if let Err(message) = started.ready().await {
-            return Outcome::Error { message };
-        }
-        Some(Arc::new(AsyncMutex::new(started)))
-    } else {
-        run.shared_instance.clone()
-    };
     let mut ctx = CaseRun {
         run,
         case,
         namespace: namespace.clone(),
         observer,
-        instance,
-        proxy,
+        instance: None,
+        proxy: None,
         pins: Vec::new(),
         remembered: BTreeMap::new(),
         triggers: Vec::new(),
@@ -201,48 +172,179 @@ async fn run_steps_noting(
         time: std::sync::Mutex::default(),
         kubelet_lag: Arc::default(),
     };
-    if let Some(pin) = &run.inject_pin {
-        let Some(instance) = ctx.instance.clone() else {
-            return Outcome::Error {
-                message: "a pinned crash needs an implementation the harness controls".into(),
-            };
-        };
-        if let Err(StepError::Skip(reason) | StepError::Error(reason)) =
-            ctx.pin_action(instance, pin, ControllerAction::Crash)
-        {
-            return Outcome::Skip { reason };
-        }
-    }
     // A case that loses a node gets nodes of its own where the pod driver can give them: one
     // per pod (up to the fleet's usual spread), so a lost node takes this case's pods alone.
     let private_nodes = loses_node(case) && run.pods.private_nodes();
-    if private_nodes {
-        let count = usize::try_from(case_pods(case, &run.catalog).clamp(1, 8)).unwrap_or(8);
-        if let Err(e) = run.pods.reserve_nodes(&namespace, count).await {
-            return Outcome::Error {
-                message: format!("failed to reserve nodes for the case: {e}"),
-            };
+    let outcome = match prepare(&mut ctx, private_nodes).await {
+        Err(outcome) => outcome,
+        Ok(()) => {
+            let ended = run_under_timeout(&mut ctx, timeout).await;
+            *time = ctx.time_split();
+            let timeline = ctx.observer.settle().await;
+            judge(
+                ended,
+                timeout,
+                &Judged {
+                    violations: ctx.observer.violations(),
+                    timeline,
+                    unjudgeable: ctx.observer.unjudgeable(),
+                    failed_unprompted: ctx.observer.failed_unprompted(),
+                },
+            )
         }
+    };
+    let outcome = tear_down(ctx, outcome, private_nodes, crash_points).await;
+    if !run.keep_namespaces {
+        delete_namespace(&namespaces, &namespace, is_large(case, &run.catalog)).await;
     }
-    let result = within_timeout(timeout, ctx.kubelet_lag.clone(), execute(&mut ctx)).await;
-    *time = ctx.time_split();
-    let outcome = match result {
-        Ok(Ok(())) => Outcome::Pass,
-        Ok(Err(StepError::Fail(f))) => Outcome::Fail(f),
-        Ok(Err(StepError::Skip(reason))) => Outcome::Skip { reason },
-        Ok(Err(StepError::Error(message))) => Outcome::Error { message },
-        Err(_) => Outcome::Fail(Failure {
+    outcome
+}
+
+/// Where a case's implementation log goes.
+fn log_path(run: &RunContext, case: &Case) -> PathBuf {
+    run.log_dir.join(format!("{}.log", case.name))
+}
+
+/// What a case starts before its first step, into `ctx` as it starts (so that the teardown
+/// stops it whatever comes next): its API proxy and implementation instance when they are
+/// per case, the crash the run pins before every case, and nodes of its own. `Err` is how
+/// the case ends when one of them fails.
+async fn prepare(ctx: &mut CaseRun<'_>, private_nodes: bool) -> Result<(), Outcome> {
+    let run = ctx.run;
+    ctx.proxy = if run.implementation.per_case() && run.api_proxy {
+        let proxy = ApiProxy::start(&run.kubeconfig, &run.log_dir)
+            .await
+            .map_err(|e| Outcome::Error {
+                message: format!("failed to start the API proxy: {e}"),
+            })?;
+        Some(Arc::new(proxy))
+    } else {
+        run.shared_proxy.clone()
+    };
+    ctx.instance = if run.implementation.per_case() {
+        let kubeconfig = ctx
+            .proxy
+            .as_ref()
+            .map_or(run.kubeconfig.as_path(), |p| p.kubeconfig());
+        let log = log_path(run, ctx.case);
+        let started = Instance::start(&run.implementation, kubeconfig, Some(&ctx.namespace), &log)
+            .await
+            .map_err(|e| Outcome::Error {
+                message: format!("failed to start the implementation: {e}"),
+            })?;
+        let instance = Arc::new(AsyncMutex::new(started));
+        ctx.instance = Some(instance.clone());
+        instance
+            .lock()
+            .await
+            .ready()
+            .await
+            .map_err(|message| Outcome::Error { message })?;
+        Some(instance)
+    } else {
+        run.shared_instance.clone()
+    };
+    if let Some(pin) = &run.inject_pin {
+        let Some(instance) = ctx.instance.clone() else {
+            return Err(Outcome::Error {
+                message: "a pinned crash needs an implementation the harness controls".into(),
+            });
+        };
+        ctx.pin_action(instance, pin, ControllerAction::Crash)
+            .map_err(|e| injected_pin_failed(pin, e))?;
+    }
+    if private_nodes {
+        let count = usize::try_from(case_pods(ctx.case, &run.catalog).clamp(1, 8)).unwrap_or(8);
+        run.pods
+            .reserve_nodes(&ctx.namespace, count)
+            .await
+            .map_err(|e| Outcome::Error {
+                message: format!("failed to reserve nodes for the case: {e}"),
+            })?;
+    }
+    Ok(())
+}
+
+/// How a case ends when the crash the run pins before it (the crash sweep's) cannot be set:
+/// skipped when the run cannot pin crashes at all (no API proxy), an error when the harness
+/// failed at it.
+fn injected_pin_failed(pin: &RequestPin, error: StepError) -> Outcome {
+    match error {
+        StepError::Skip(reason) => Outcome::Skip { reason },
+        StepError::Error(message) => Outcome::Error {
+            message: format!("failed to pin the crash ({pin}): {message}"),
+        },
+        StepError::Fail(f) => Outcome::Error {
+            message: format!("failed to pin the crash ({pin}): {}", f.message),
+        },
+    }
+}
+
+/// How a case's steps ended.
+enum StepsEnded {
+    /// They ran to their end, or one did not go through.
+    Ran(Result<(), StepError>),
+    /// The case's timeout ran out first.
+    TimedOut,
+    /// Pods of the case cannot start on the target: each its name and the reason.
+    CannotStart(Vec<String>),
+}
+
+/// Runs the steps under the case's timeout (grown by the time real kubelets took), ending at
+/// once when a pod of the case cannot start on the target.
+async fn run_under_timeout(ctx: &mut CaseRun<'_>, timeout: Duration) -> StepsEnded {
+    let mut start_failures = ctx.observer.start_failures();
+    let lag = ctx.kubelet_lag.clone();
+    let steps = async {
+        tokio::select! {
+            biased;
+            result = execute(ctx) => StepsEnded::Ran(result),
+            pods = start_failures.wait() => StepsEnded::CannotStart(pods),
+        }
+    };
+    within_timeout(timeout, lag, steps)
+        .await
+        .unwrap_or(StepsEnded::TimedOut)
+}
+
+/// What the observer knows once the steps have ended.
+#[derive(Default)]
+struct Judged {
+    /// The monitor's violations.
+    violations: Vec<Violation>,
+    /// The whole timeline, rendered.
+    timeline: String,
+    /// Why the timeline cannot be judged, if it cannot.
+    unjudgeable: Option<String>,
+    /// Pods that failed on the target though no step made them fail.
+    failed_unprompted: Vec<String>,
+}
+
+/// The outcome of a case whose steps ended so, given what the observer saw: the steps' own,
+/// then the monitor's last word on safety, unless the timeline cannot be judged at all or the
+/// case did not run as written.
+fn judge(ended: StepsEnded, timeout: Duration, seen: &Judged) -> Outcome {
+    let outcome = match ended {
+        StepsEnded::Ran(Ok(())) => Outcome::Pass,
+        StepsEnded::Ran(Err(StepError::Fail(f))) => Outcome::Fail(f),
+        StepsEnded::Ran(Err(StepError::Skip(reason))) => Outcome::Skip { reason },
+        StepsEnded::Ran(Err(StepError::Error(message))) => Outcome::Error { message },
+        StepsEnded::TimedOut => Outcome::Fail(Failure {
             message: format!("the case did not finish within its timeout of {timeout:?}"),
             diff: None,
             timeline: None,
             broken: Vec::new(),
         }),
+        StepsEnded::CannotStart(pods) => Outcome::Error {
+            message: format!(
+                "the case cannot run on this target: {} cannot start: {}",
+                if pods.len() == 1 { "a pod" } else { "pods" },
+                pods.join("; ")
+            ),
+        },
     };
-    // Whatever the steps said, the monitor has the last word on safety, unless the timeline
-    // cannot be judged at all.
-    let timeline = ctx.observer.settle().await;
-    let mut outcome = with_monitor_verdict(outcome, &ctx.observer.violations(), timeline);
-    if let Some(why) = ctx.observer.unjudgeable()
+    let mut outcome = with_monitor_verdict(outcome, &seen.violations, seen.timeline.clone());
+    if let Some(why) = &seen.unjudgeable
         && matches!(outcome, Outcome::Pass | Outcome::Fail(_))
     {
         outcome = Outcome::Error {
@@ -251,7 +353,7 @@ async fn run_steps_noting(
     }
     // A failure is the implementation's only if the case ran as written: on real kubelets a
     // pod can fail by itself (a container the runtime could not start under load).
-    let unprompted = ctx.observer.failed_unprompted();
+    let unprompted = &seen.failed_unprompted;
     if !unprompted.is_empty() && matches!(outcome, Outcome::Fail(_)) {
         outcome = Outcome::Error {
             message: format!(
@@ -266,21 +368,45 @@ async fn run_steps_noting(
             ),
         };
     }
+    outcome
+}
+
+/// `outcome` once the pins are known to have landed `landed` times: a pin the implementation
+/// never reached tested nothing, so a pass becomes a skip, saying so.
+fn with_pins_landed(
+    outcome: Outcome,
+    pins: &[(RequestPin, ControllerAction)],
+    landed: usize,
+) -> Outcome {
+    match pins.get(landed) {
+        Some((missed, _)) if outcome == Outcome::Pass => Outcome::Skip {
+            reason: format!(
+                "the pinned crash point ({missed}) was never reached: the implementation made no such request"
+            ),
+        },
+        _ => outcome,
+    }
+}
+
+/// Stops what the case started, however it ended: its armed triggers, its pins on the API
+/// proxy (and the writes it recorded, for the crash sweep), its lost and reserved nodes, its
+/// implementation instance and its log (kept when the case failed or errored). Returns the
+/// outcome with what the teardown learnt (where the pins landed, an implementation that
+/// exited by itself, where the log is).
+async fn tear_down(
+    mut ctx: CaseRun<'_>,
+    mut outcome: Outcome,
+    private_nodes: bool,
+    crash_points: &mut Vec<String>,
+) -> Outcome {
+    let run = ctx.run;
+    let namespace = ctx.namespace.clone();
     for trigger in ctx.triggers.drain(..) {
         trigger.abort();
     }
     if let Some(proxy) = &ctx.proxy {
         let landed = landed_pins(proxy, &namespace, &ctx.pins);
-        // A pin the implementation never reached tested nothing: say so rather than pass.
-        if let Some((missed, _)) = ctx.pins.get(landed.len())
-            && outcome == Outcome::Pass
-        {
-            outcome = Outcome::Skip {
-                reason: format!(
-                    "the pinned crash point ({missed}) was never reached: the implementation made no such request"
-                ),
-            };
-        }
+        outcome = with_pins_landed(outcome, &ctx.pins, landed.len());
         *crash_points = landed;
         if let Some(sink) = &run.record_writes {
             sink.lock().unwrap_or_else(|p| p.into_inner()).extend(
@@ -314,6 +440,7 @@ async fn run_steps_noting(
         }
         instance.stop().await;
     }
+    let log = log_path(run, ctx.case);
     if matches!(outcome, Outcome::Fail(_) | Outcome::Error { .. }) {
         if let Outcome::Fail(f) = &mut outcome {
             f.message.push_str(&format!(
@@ -323,10 +450,6 @@ async fn run_steps_noting(
         }
     } else if log.exists() {
         let _ = std::fs::remove_file(&log);
-    }
-    drop(ctx);
-    if !run.keep_namespaces {
-        delete_namespace(&namespaces, &namespace, is_large(case, &run.catalog)).await;
     }
     outcome
 }
@@ -492,6 +615,93 @@ fn rand_suffix() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pin() -> RequestPin {
+        RequestPin {
+            verb: Some("frobnicate".into()),
+            resource: Some("pods".into()),
+            subresource: None,
+            name: None,
+            nth: 1,
+            after: false,
+        }
+    }
+
+    #[test]
+    fn a_crash_pin_the_harness_fails_to_set_is_an_error_not_a_skip() {
+        let outcome = injected_pin_failed(
+            &pin(),
+            StepError::Error("bad verb in a crash pin: frobnicate".into()),
+        );
+        let Outcome::Error { message } = outcome else {
+            panic!("expected an error, got {outcome:?}");
+        };
+        assert!(message.contains("bad verb in a crash pin"), "{message}");
+        // A run that cannot pin crashes at all (no API proxy) skips, saying why.
+        assert_eq!(
+            injected_pin_failed(&pin(), StepError::Skip("no API proxy".into())),
+            Outcome::Skip {
+                reason: "no API proxy".into()
+            }
+        );
+    }
+
+    #[test]
+    fn pods_that_cannot_start_end_the_case_as_an_error_naming_them_and_the_reason() {
+        let pods = vec![
+            "job-0-w-abcde (main: ErrImagePull: failed to pull image \"busybox\")".to_string(),
+            "job-0-w-fghij (main: ImagePullBackOff)".to_string(),
+        ];
+        let seen = Judged {
+            failed_unprompted: vec!["job-0-w-klmno (StartError)".into()],
+            ..Judged::default()
+        };
+        let outcome = judge(
+            StepsEnded::CannotStart(pods),
+            Duration::from_secs(180),
+            &seen,
+        );
+        assert_eq!(
+            outcome,
+            Outcome::Error {
+                message: "the case cannot run on this target: pods cannot start: job-0-w-abcde (main: ErrImagePull: failed to pull image \"busybox\"); job-0-w-fghij (main: ImagePullBackOff)".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_timeout_fails_with_the_timeline_and_an_unreached_pin_makes_a_pass_a_skip() {
+        let seen = Judged {
+            timeline: "#0 rv 1".into(),
+            ..Judged::default()
+        };
+        let Outcome::Fail(f) = judge(StepsEnded::TimedOut, Duration::from_secs(9), &seen) else {
+            panic!("a timeout is a failure");
+        };
+        assert_eq!(
+            f.message,
+            "the case did not finish within its timeout of 9s"
+        );
+        assert_eq!(f.timeline.as_deref(), Some("#0 rv 1"));
+        let unjudgeable = Judged {
+            unjudgeable: Some("the Pod watch went back in time".into()),
+            ..Judged::default()
+        };
+        assert!(matches!(
+            judge(StepsEnded::Ran(Ok(())), Duration::ZERO, &unjudgeable),
+            Outcome::Error { .. }
+        ));
+        let pins = [(pin(), ControllerAction::Crash)];
+        assert!(matches!(
+            with_pins_landed(Outcome::Pass, &pins, 0),
+            Outcome::Skip { .. }
+        ));
+        assert_eq!(with_pins_landed(Outcome::Pass, &pins, 1), Outcome::Pass);
+        let error = Outcome::Error {
+            message: "x".into(),
+        };
+        assert_eq!(with_pins_landed(error.clone(), &pins, 0), error);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn the_case_timeout_grows_by_the_time_spent_waiting_for_kubelets() {

@@ -127,7 +127,11 @@ pub async fn sweep(
                     description,
                 } => tracing::debug!(case, step = index + 1, description, "sweep step"),
                 RunEvent::CaseFinished(result) => {
-                    tracing::debug!(case = result.case, outcome = result.outcome.label(), "sweep run ended");
+                    tracing::debug!(
+                        case = result.case,
+                        outcome = result.outcome.label(),
+                        "sweep run ended"
+                    );
                 }
                 _ => {}
             }

@@ -347,8 +347,19 @@ fn judge(ended: StepsEnded, timeout: Duration, seen: &Judged) -> Outcome {
     if let Some(why) = &seen.unjudgeable
         && matches!(outcome, Outcome::Pass | Outcome::Fail(_))
     {
+        // An error carries no timeline: what the watches went through goes with it.
+        let notes: Vec<&str> = seen
+            .timeline
+            .lines()
+            .filter_map(|l| l.strip_prefix("note: "))
+            .collect();
+        let notes = if notes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", notes.join("; "))
+        };
         outcome = Outcome::Error {
-            message: format!("the case cannot be judged: {why}"),
+            message: format!("the case cannot be judged: {why}{notes}"),
         };
     }
     // A failure is the implementation's only if the case ran as written: on real kubelets a
@@ -684,13 +695,17 @@ mod tests {
         );
         assert_eq!(f.timeline.as_deref(), Some("#0 rv 1"));
         let unjudgeable = Judged {
-            unjudgeable: Some("the Pod watch went back in time".into()),
+            unjudgeable: Some("the Pod watch did not confirm resourceVersion 9".into()),
+            timeline: "#0 rv 1\nnote: watch error, resumed by itself: Pod: connection refused\n"
+                .into(),
             ..Judged::default()
         };
-        assert!(matches!(
+        assert_eq!(
             judge(StepsEnded::Ran(Ok(())), Duration::ZERO, &unjudgeable),
-            Outcome::Error { .. }
-        ));
+            Outcome::Error {
+                message: "the case cannot be judged: the Pod watch did not confirm resourceVersion 9 (watch error, resumed by itself: Pod: connection refused)".into()
+            }
+        );
         let pins = [(pin(), ControllerAction::Crash)];
         assert!(matches!(
             with_pins_landed(Outcome::Pass, &pins, 0),

@@ -12,6 +12,15 @@
 //! apiserver's watch cache up to the current revision, so the next bookmark covers the entries.
 //! The actor of each write is decided at release, when the harness has recorded the
 //! resourceVersions its own requests got back.
+//!
+//! It also notes what tells that a case did not run as written: pods that failed though no
+//! step made them fail, and pods whose containers cannot start on the target
+//! ([`cannot_start`], awaited through [`StartFailures`]); and the rendered timeline ends with
+//! the watches' errors and the monitor's replays.
+//!
+//! - `watches`: the watch of one kind, in sessions, with lists and relists;
+//! - `record`: what a watch delivered, into the snapshot and the pending entries;
+//! - `release`: the confirmed entries to the monitor, in resourceVersion order.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -358,8 +367,8 @@ impl Observer {
 
     /// Hands the monitor every entry up to the revision current now, once every gated watch has
     /// confirmed it delivered them, and returns the rendered timeline, with the watches' errors
-    /// and the monitor's replays noted at its end. A watch that cannot
-    /// confirm within [`PROGRESS_DEADLINE`] makes the timeline unjudgeable.
+    /// and the monitor's replays noted at its end. A watch that cannot confirm within
+    /// `PROGRESS_DEADLINE` (30 s) makes the timeline unjudgeable.
     pub async fn settle(&self) -> String {
         let started = std::time::Instant::now();
         let mut current = 0;
@@ -476,7 +485,7 @@ impl SnapshotHandle {
 }
 
 mod record;
-pub use record::cannot_start;
+pub use record::{CANNOT_START, cannot_start};
 mod release;
 #[cfg(test)]
 mod tests;

@@ -48,58 +48,75 @@ pub const READY_PROBE: (&str, u64) = ("/ready", 8080);
 /// - it serves [`READY_FILE`]'s folder over HTTP and has a readiness probe on
 ///   [`READY_PROBE`], so `unready` and `ready` remove and restore that file.
 ///
-/// Init containers need a local image too. Returns a diagnostic per breach, at the container.
+/// Init containers need a local image too. Returns a diagnostic per breach, at the field
+/// concerned (or the nearest node of it the file has).
 pub fn container_contract(path: &Path, root: &Node) -> Vec<Diagnostic> {
-    let mut diags = Vec::new();
-    let seq = |node: Option<&Node>| match node.map(|n| &n.value) {
-        Some(yaml::NodeValue::Seq(items)) => items.clone(),
-        _ => Vec::new(),
-    };
-    let cliques = seq(root
-        .get("spec")
-        .and_then(|s| s.get("template"))
-        .and_then(|t| t.get("cliques")));
+    contract_breaches(&root.to_json())
+        .into_iter()
+        .map(|(field, message)| Diagnostic::at(path, node_at(root, &field).pos, field, message))
+        .collect()
+}
+
+/// The node at a dotted field path (`spec.template.cliques[0].spec`), or the deepest one on
+/// the way that exists.
+fn node_at<'a>(root: &'a Node, field: &str) -> &'a Node {
+    let mut node = root;
+    for part in field.split('.') {
+        let (key, index) = match part.split_once('[') {
+            Some((key, rest)) => (key, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        let Some(next) = node.get(key) else {
+            return node;
+        };
+        node = next;
+        if let Some(index) = index {
+            match &node.value {
+                yaml::NodeValue::Seq(items) if index < items.len() => node = &items[index],
+                _ => return node,
+            }
+        }
+    }
+    node
+}
+
+/// The breaches of the [`container_contract`] in a PodCliqueSet manifest: the field of each,
+/// and what is wrong.
+fn contract_breaches(manifest: &Value) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let items = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
+    let cliques = items(manifest.pointer("/spec/template/cliques"));
     for (i, clique) in cliques.iter().enumerate() {
-        let pod = clique.get("spec").and_then(|s| s.get("podSpec"));
+        let pod = clique.pointer("/spec/podSpec");
         for (list, must_block) in [("initContainers", false), ("containers", true)] {
-            for (j, container) in seq(pod.and_then(|p| p.get(list))).iter().enumerate() {
+            for (j, container) in items(pod.and_then(|p| p.get(list))).iter().enumerate() {
                 let field = format!("spec.template.cliques[{i}].spec.podSpec.{list}[{j}]");
-                let json = container.to_json();
-                let name = json.get("name").and_then(Value::as_str).unwrap_or("?");
-                let mut breach = |node: &Node, sub: &str, message: String| {
-                    diags.push(Diagnostic::at(
-                        path,
-                        node.pos,
-                        if sub.is_empty() {
-                            field.clone()
-                        } else {
-                            format!("{field}.{sub}")
-                        },
+                let name = container.get("name").and_then(Value::as_str).unwrap_or("?");
+                let mut breach = |sub: &str, message: String| {
+                    found.push((
+                        format!("{field}.{sub}"),
                         format!("container `{name}` {message}"),
                     ));
                 };
-                let image = json
+                let image = container
                     .get("image")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                let policy = json.get("imagePullPolicy").and_then(Value::as_str);
                 let untagged_or_latest = {
                     let last = image.rsplit('/').next().unwrap_or_default();
                     !image.contains('@')
                         && last.split_once(':').is_none_or(|(_, tag)| tag == "latest")
                 };
-                match policy {
+                match container.get("imagePullPolicy").and_then(Value::as_str) {
                     Some("IfNotPresent" | "Never") => {}
                     None if !untagged_or_latest => {}
                     Some(other) => breach(
-                        container.get("imagePullPolicy").unwrap_or(container),
                         "imagePullPolicy",
                         format!(
                             "would pull its image (`imagePullPolicy: {other}`): fixture images are local to the nodes, say `IfNotPresent` or `Never`"
                         ),
                     ),
                     None => breach(
-                        container.get("image").unwrap_or(container),
                         "imagePullPolicy",
                         format!(
                             "would pull its image (`{image}` without `imagePullPolicy` means `Always`): fixture images are local to the nodes, say `IfNotPresent` or `Never`"
@@ -111,32 +128,65 @@ pub fn container_contract(path: &Path, root: &Node) -> Vec<Diagnostic> {
                 }
                 let command: String = ["command", "args"]
                     .iter()
-                    .filter_map(|k| json.get(*k))
+                    .filter_map(|k| container.get(*k))
                     .map(Value::to_string)
                     .collect();
                 if !command.contains(EXIT_CODE_FILE) {
                     breach(
-                        container.get("command").unwrap_or(container),
                         "command",
                         format!(
                             "does not block on the FIFO {EXIT_CODE_FILE} and exit with the code read there, so an `exit` step cannot end it on real kubelets"
                         ),
                     );
                 }
-                let probe = json.pointer("/readinessProbe/httpGet");
-                let probe_ok = probe.is_some_and(|p| {
-                    p.get("path").and_then(Value::as_str) == Some(READY_PROBE.0)
-                        && p.get("port").and_then(Value::as_u64) == Some(READY_PROBE.1)
-                });
+                let probe_ok = container
+                    .pointer("/readinessProbe/httpGet")
+                    .is_some_and(|p| {
+                        p.get("path").and_then(Value::as_str) == Some(READY_PROBE.0)
+                            && p.get("port").and_then(Value::as_u64) == Some(READY_PROBE.1)
+                    });
                 if !probe_ok || !command.contains(READY_FILE) {
                     breach(
-                        container.get("readinessProbe").unwrap_or(container),
                         "readinessProbe",
                         format!(
                             "needs a readiness probe on http port {} path {} served from {READY_FILE} (which its command creates), so `unready` and `ready` can flip it on real kubelets",
                             READY_PROBE.1, READY_PROBE.0
                         ),
                     );
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The breaches of the [`container_contract`] that a case's `apply` patches bring into the
+/// fixtures they apply (a fixture's own breaches are reported at the fixture).
+fn patched_contract_breaches(catalog: &Catalog) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    for case in &catalog.cases {
+        for (index, step) in case.steps.iter().enumerate() {
+            let StepKind::Apply(apply) = &step.kind else {
+                continue;
+            };
+            let (Some(patch), Some(fixture)) = (&apply.patch, catalog.fixture(&apply.fixture))
+            else {
+                continue;
+            };
+            let own: BTreeSet<String> = contract_breaches(&fixture.manifest)
+                .into_iter()
+                .map(|(field, _)| field)
+                .collect();
+            let mut manifest = fixture.manifest.clone();
+            merge_patch(&mut manifest, patch);
+            for (field, message) in contract_breaches(&manifest) {
+                if !own.contains(&field) {
+                    diags.push(Diagnostic::at(
+                        &case.path,
+                        step.pos,
+                        format!("steps[{index}].apply.patch"),
+                        format!("the patched fixture's {field}: {message}"),
+                    ));
                 }
             }
         }
@@ -382,6 +432,7 @@ pub fn lint_catalog(catalog: &Catalog) -> Vec<Diagnostic> {
         .values()
         .flat_map(|f| f.contract.iter().cloned())
         .collect();
+    diags.extend(patched_contract_breaches(catalog));
     diags.extend(uncited_clauses(catalog));
     diags
 }
@@ -543,7 +594,7 @@ spec:
         assert_eq!(
             contract_breaches(&pulled),
             [
-                "fixtures/f.yaml:13:24: spec.template.cliques[0].spec.podSpec.containers[0].imagePullPolicy: container `main` would pull its image (`busybox` without `imagePullPolicy` means `Always`): fixture images are local to the nodes, say `IfNotPresent` or `Never`"
+                "fixtures/f.yaml:12:17: spec.template.cliques[0].spec.podSpec.containers[0].imagePullPolicy: container `main` would pull its image (`busybox` without `imagePullPolicy` means `Always`): fixture images are local to the nodes, say `IfNotPresent` or `Never`"
             ]
         );
         let always = GOOD.replace("IfNotPresent", "Always");
@@ -562,5 +613,30 @@ spec:
         assert_eq!(breaches.len(), 2, "{breaches:?}");
         assert!(breaches[0].contains("does not block on the FIFO /tmp/exit-code"));
         assert!(breaches[1].contains("needs a readiness probe on http port 8080 path /ready"));
+    }
+
+    #[test]
+    fn lint_rejects_a_case_whose_patch_makes_a_fixture_container_pull_its_image() {
+        let fixture = parse_fixture(Path::new("fixtures/f.yaml"), GOOD).unwrap();
+        let text = "name: one\nsummary: s\nclauses: [E1]\nprofile: core\nfixture: f\nsteps:\n  - apply: {fixture: f, patch: {spec: {template: {cliques: [{name: worker, spec: {podSpec: {containers: [{name: main, imagePullPolicy: Always}]}}}]}}}}\n";
+        let known = BTreeSet::from(["f".to_string()]);
+        let case = super::super::parse::parse_case_with_fixtures(
+            Path::new("cases/a/one.yaml"),
+            text,
+            &known,
+        )
+        .unwrap();
+        let mut catalog = catalog_of(fixture);
+        catalog.cases.push(case);
+        let breaches: Vec<String> = lint_catalog(&catalog)
+            .iter()
+            .filter(|d| !d.message.contains("core clauses"))
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(breaches.len(), 1, "{breaches:?}");
+        assert!(
+            breaches[0].starts_with("cases/a/one.yaml:7:5: steps[0].apply.patch: the patched fixture's spec.template.cliques[0].spec.podSpec.containers[0].imagePullPolicy: container `main` would pull its image (`imagePullPolicy: Always`)"),
+            "{breaches:?}"
+        );
     }
 }

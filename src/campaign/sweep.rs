@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::catalog::{Case, ControllerAction, RequestPin, StepKind};
 use crate::proxy::RequestInfo;
-use crate::report::{Outcome, Verdict};
+use crate::report::{Outcome, RunEvent, Verdict};
 use crate::runner::case::{RunContext, run_case};
 
 /// One explored crash point.
@@ -108,6 +108,10 @@ fn stable_name(w: &RequestInfo) -> String {
 /// Sweeps `case` on the target of `context` (whose implementation must go through the API
 /// proxy): the crash-free run, then a run per write and position (`before`, and `after` too
 /// when `after_too`), calling `progress` after each.
+///
+/// The runs' progress events go to a channel of the sweep's own, read as they come (logged at
+/// debug level), never to `context.events`: a sweep runs for hours, and a channel nobody reads
+/// would hold every step and timeline of every run until it ends.
 pub async fn sweep(
     context: &RunContext,
     case: &Case,
@@ -115,6 +119,32 @@ pub async fn sweep(
     mut progress: impl FnMut(&SweepPoint),
 ) -> Sweep {
     let started = Instant::now();
+    let (events, mut read) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
+    tokio::spawn(async move {
+        while let Some(event) = read.recv().await {
+            match event {
+                RunEvent::StepStarted {
+                    case,
+                    index,
+                    description,
+                } => tracing::debug!(case, step = index + 1, description, "sweep step"),
+                RunEvent::CaseFinished(result) => {
+                    tracing::debug!(
+                        case = result.case,
+                        outcome = result.outcome.label(),
+                        "sweep run ended"
+                    );
+                }
+                RunEvent::RunStarted { .. }
+                | RunEvent::CaseStarted { .. }
+                | RunEvent::RunFinished { .. } => {}
+            }
+        }
+    });
+    let context = &RunContext {
+        events,
+        ..context.clone()
+    };
     let recorded = Arc::new(Mutex::new(Vec::new()));
     let baseline_context = RunContext {
         record_writes: Some(recorded.clone()),
@@ -212,6 +242,54 @@ pub fn summary(sweeps: &[Sweep]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::implementation::ImplementationSpec;
+    use crate::runner::pods::PodDriver;
+    use crate::target::TargetHandles;
+    use crate::target::real_kubelets::{NodeControl, RealPods};
+
+    #[tokio::test]
+    async fn a_sweep_reads_its_runs_events_itself() {
+        let catalog = crate::catalog::load_catalog(std::path::Path::new(".")).unwrap();
+        // A case that pauses the implementation: skipped at once with an external one, so
+        // the crash-free run needs no cluster (the client points at a closed port).
+        let case = catalog
+            .cases
+            .iter()
+            .find(|c| {
+                c.steps.iter().any(|s| {
+                    matches!(&s.kind, StepKind::Controller(c) if c.action == ControllerAction::Pause)
+                })
+            })
+            .unwrap()
+            .clone();
+        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let logs = tempfile::tempdir().unwrap();
+        let (events, mut unread) = tokio::sync::mpsc::unbounded_channel();
+        let target = TargetHandles {
+            client: client.clone(),
+            kubeconfig: "/dev/null".into(),
+            pods: PodDriver::Real(RealPods::new(client, NodeControl::Unavailable)),
+        };
+        let context = RunContext::new(
+            &target,
+            ImplementationSpec::External,
+            Arc::new(catalog),
+            logs.path().to_path_buf(),
+            events,
+        );
+        let done = sweep(&context, &case, false, |_| {}).await;
+        assert!(
+            matches!(done.baseline, Outcome::Skip { .. }),
+            "{:?}",
+            done.baseline
+        );
+        // Nothing was left in the caller's channel, which nobody reads during a sweep.
+        assert!(
+            unread.try_recv().is_err(),
+            "the sweep's events piled up in a channel nobody reads"
+        );
+    }
 
     fn write(method: &str, path: &str) -> RequestInfo {
         RequestInfo::parse(method, path, "")

@@ -653,6 +653,11 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         wait_listening(port, Duration::from_secs(5)).await.unwrap();
         drop(listener);
+        // A port bound but not listening refuses connections, and no other process can take
+        // it meanwhile (a freed port could be, and then it would answer).
+        let silent = tokio::net::TcpSocket::new_v4().unwrap();
+        silent.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let port = silent.local_addr().unwrap().port();
         let err = wait_listening(port, Duration::from_millis(300))
             .await
             .unwrap_err();

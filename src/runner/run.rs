@@ -390,7 +390,13 @@ mod tests {
             "x".into(),
             Instant::now(),
         ))));
-        assert_eq!(recorder.results().counts(), (0, 0, 0, 1));
+        assert_eq!(
+            recorder.results().counts(),
+            crate::report::Counts {
+                error: 1,
+                ..Default::default()
+            }
+        );
         assert_eq!(
             crate::report::exit_code(recorder.results()),
             crate::report::CASES_ERRORED

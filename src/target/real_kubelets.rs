@@ -23,11 +23,8 @@ use tokio::io::AsyncReadExt;
 
 use crate::host::docker;
 
-/// The FIFO a fixture container reads its exit code from.
-pub const EXIT_CODE_FILE: &str = "/tmp/exit-code";
-/// While this file exists, a fixture container's readiness probe (HTTP on port 8080, path
-/// `/ready`) succeeds.
-pub const READY_FILE: &str = "/tmp/www/ready";
+/// The fixture container contract these files belong to is the catalog's (`lint` checks it).
+pub use crate::catalog::{EXIT_CODE_FILE, READY_FILE};
 /// How long a lost node may take to be noticed (NotReady) and to have its pods evicted, and a
 /// restarted one to be Ready again.
 pub const NODE_TRANSITION_TIMEOUT: Duration = Duration::from_secs(120);

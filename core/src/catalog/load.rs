@@ -26,6 +26,172 @@ pub struct Fixture {
     pub object_name: String,
     /// The manifest.
     pub manifest: Value,
+    /// Where its containers break the fixture container contract (see [`container_contract`]),
+    /// so that they could not be driven on real kubelets; [`lint`] reports them.
+    pub contract: Vec<Diagnostic>,
+}
+
+/// The FIFO a fixture container blocks on: it exits with the code the harness writes into it.
+pub const EXIT_CODE_FILE: &str = "/tmp/exit-code";
+/// While this file exists, a fixture container's readiness probe succeeds.
+pub const READY_FILE: &str = "/tmp/www/ready";
+/// The HTTP path and port of a fixture container's readiness probe (serving `/tmp/www`).
+pub const READY_PROBE: (&str, u64) = ("/ready", 8080);
+
+/// The fixture container contract: what a container of a fixture must do so that the harness
+/// can drive it on real kubelets (kind, any cluster), where there is no simulated kubelet.
+///
+/// - its image is local to the nodes, so it is never pulled: `imagePullPolicy: IfNotPresent`
+///   or `Never` (no policy means `Always` for an untagged or `:latest` image);
+/// - it blocks reading the FIFO [`EXIT_CODE_FILE`] and exits with the code read there (an
+///   `exit` step writes it through an exec);
+/// - it serves [`READY_FILE`]'s folder over HTTP and has a readiness probe on
+///   [`READY_PROBE`], so `unready` and `ready` remove and restore that file.
+///
+/// Init containers need a local image too. Returns a diagnostic per breach, at the field
+/// concerned (or the nearest node of it the file has).
+pub fn container_contract(path: &Path, root: &Node) -> Vec<Diagnostic> {
+    contract_breaches(&root.to_json())
+        .into_iter()
+        .map(|(field, message)| Diagnostic::at(path, node_at(root, &field).pos, field, message))
+        .collect()
+}
+
+/// The node at a dotted field path (`spec.template.cliques[0].spec`), or the deepest one on
+/// the way that exists.
+fn node_at<'a>(root: &'a Node, field: &str) -> &'a Node {
+    let mut node = root;
+    for part in field.split('.') {
+        let (key, index) = match part.split_once('[') {
+            Some((key, rest)) => (key, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        let Some(next) = node.get(key) else {
+            return node;
+        };
+        node = next;
+        if let Some(index) = index {
+            match &node.value {
+                yaml::NodeValue::Seq(items) if index < items.len() => node = &items[index],
+                _ => return node,
+            }
+        }
+    }
+    node
+}
+
+/// The breaches of the [`container_contract`] in a PodCliqueSet manifest: the field of each,
+/// and what is wrong.
+fn contract_breaches(manifest: &Value) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let items = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
+    let cliques = items(manifest.pointer("/spec/template/cliques"));
+    for (i, clique) in cliques.iter().enumerate() {
+        let pod = clique.pointer("/spec/podSpec");
+        for (list, must_block) in [("initContainers", false), ("containers", true)] {
+            for (j, container) in items(pod.and_then(|p| p.get(list))).iter().enumerate() {
+                let field = format!("spec.template.cliques[{i}].spec.podSpec.{list}[{j}]");
+                let name = container.get("name").and_then(Value::as_str).unwrap_or("?");
+                let mut breach = |sub: &str, message: String| {
+                    found.push((
+                        format!("{field}.{sub}"),
+                        format!("container `{name}` {message}"),
+                    ));
+                };
+                let image = container
+                    .get("image")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let untagged_or_latest = {
+                    let last = image.rsplit('/').next().unwrap_or_default();
+                    !image.contains('@')
+                        && last.split_once(':').is_none_or(|(_, tag)| tag == "latest")
+                };
+                match container.get("imagePullPolicy").and_then(Value::as_str) {
+                    Some("IfNotPresent" | "Never") => {}
+                    None if !untagged_or_latest => {}
+                    Some(other) => breach(
+                        "imagePullPolicy",
+                        format!(
+                            "would pull its image (`imagePullPolicy: {other}`): fixture images are local to the nodes, say `IfNotPresent` or `Never`"
+                        ),
+                    ),
+                    None => breach(
+                        "imagePullPolicy",
+                        format!(
+                            "would pull its image (`{image}` without `imagePullPolicy` means `Always`): fixture images are local to the nodes, say `IfNotPresent` or `Never`"
+                        ),
+                    ),
+                }
+                if !must_block {
+                    continue;
+                }
+                let command: String = ["command", "args"]
+                    .iter()
+                    .filter_map(|k| container.get(*k))
+                    .map(Value::to_string)
+                    .collect();
+                if !command.contains(EXIT_CODE_FILE) {
+                    breach(
+                        "command",
+                        format!(
+                            "does not block on the FIFO {EXIT_CODE_FILE} and exit with the code read there, so an `exit` step cannot end it on real kubelets"
+                        ),
+                    );
+                }
+                let probe_ok = container
+                    .pointer("/readinessProbe/httpGet")
+                    .is_some_and(|p| {
+                        p.get("path").and_then(Value::as_str) == Some(READY_PROBE.0)
+                            && p.get("port").and_then(Value::as_u64) == Some(READY_PROBE.1)
+                    });
+                if !probe_ok || !command.contains(READY_FILE) {
+                    breach(
+                        "readinessProbe",
+                        format!(
+                            "needs a readiness probe on http port {} path {} served from {READY_FILE} (which its command creates), so `unready` and `ready` can flip it on real kubelets",
+                            READY_PROBE.1, READY_PROBE.0
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The breaches of the [`container_contract`] that a case's `apply` patches bring into the
+/// fixtures they apply (a fixture's own breaches are reported at the fixture).
+fn patched_contract_breaches(catalog: &Catalog) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    for case in &catalog.cases {
+        for (index, step) in case.steps.iter().enumerate() {
+            let StepKind::Apply(apply) = &step.kind else {
+                continue;
+            };
+            let (Some(patch), Some(fixture)) = (&apply.patch, catalog.fixture(&apply.fixture))
+            else {
+                continue;
+            };
+            let own: BTreeSet<String> = contract_breaches(&fixture.manifest)
+                .into_iter()
+                .map(|(field, _)| field)
+                .collect();
+            let mut manifest = fixture.manifest.clone();
+            merge_patch(&mut manifest, patch);
+            for (field, message) in contract_breaches(&manifest) {
+                if !own.contains(&field) {
+                    diags.push(Diagnostic::at(
+                        &case.path,
+                        step.pos,
+                        format!("steps[{index}].apply.patch"),
+                        format!("the patched fixture's {field}: {message}"),
+                    ));
+                }
+            }
+        }
+    }
+    diags
 }
 
 /// The whole catalog: every case and fixture, validated.
@@ -44,7 +210,7 @@ pub struct Catalog {
 pub enum Applicability {
     /// It runs.
     Applies,
-    /// It is reported skipped, with this reason.
+    /// It is reported not applicable in this revision, with this reason.
     NotApplicable(String),
 }
 
@@ -152,6 +318,7 @@ pub fn parse_fixture(path: &Path, text: &str) -> Result<Fixture, Vec<Diagnostic>
             path: path.to_path_buf(),
             object_name: name.unwrap_or_default().to_owned(),
             manifest,
+            contract: container_contract(path, &root),
         })
     } else {
         Err(diags)
@@ -245,8 +412,9 @@ pub fn load_catalog(root: &Path) -> Result<Catalog, Vec<Diagnostic>> {
     }
 }
 
-/// Loads the catalog and checks it is complete: every `core` clause is cited by at least one
-/// case. Returns the catalog when it is valid and complete.
+/// Loads the catalog and checks it is complete (every `core` clause is cited by at least one
+/// case) and that every fixture container keeps the [`container_contract`]. Returns the
+/// catalog when it is valid and complete.
 pub fn lint(root: &Path) -> Result<Catalog, Vec<Diagnostic>> {
     let catalog = load_catalog(root)?;
     let diags = lint_catalog(&catalog);
@@ -257,8 +425,20 @@ pub fn lint(root: &Path) -> Result<Catalog, Vec<Diagnostic>> {
     }
 }
 
-/// The completeness checks of [`lint`] on an already loaded catalog.
+/// The checks of [`lint`] on an already loaded catalog.
 pub fn lint_catalog(catalog: &Catalog) -> Vec<Diagnostic> {
+    let mut diags: Vec<Diagnostic> = catalog
+        .fixtures
+        .values()
+        .flat_map(|f| f.contract.iter().cloned())
+        .collect();
+    diags.extend(patched_contract_breaches(catalog));
+    diags.extend(uncited_clauses(catalog));
+    diags
+}
+
+/// A diagnostic naming the `core` clauses no case cites, if any.
+fn uncited_clauses(catalog: &Catalog) -> Vec<Diagnostic> {
     let uncited: Vec<&str> = CLAUSES
         .iter()
         .filter(|c| c.profile() == Profile::Core)
@@ -372,5 +552,100 @@ impl Catalog {
             }
         }
         Applicability::Applies
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"apiVersion: grove.io/v1alpha1
+kind: PodCliqueSet
+metadata:
+  name: job
+spec:
+  template:
+    cliques:
+      - name: worker
+        spec:
+          podSpec:
+            containers:
+              - name: main
+                image: busybox
+                imagePullPolicy: IfNotPresent
+                command: ["sh", "-c", "mkfifo /tmp/exit-code && mkdir -p /tmp/www && echo ok > /tmp/www/ready && httpd -p 8080 -h /tmp/www && read code < /tmp/exit-code; exit $code"]
+                readinessProbe:
+                  httpGet: {path: /ready, port: 8080}
+"#;
+
+    fn catalog_of(fixture: Fixture) -> Catalog {
+        Catalog {
+            root: PathBuf::from("."),
+            cases: Vec::new(),
+            fixtures: BTreeMap::from([(fixture.name.clone(), fixture)]),
+        }
+    }
+
+    fn contract_breaches(text: &str) -> Vec<String> {
+        let fixture = parse_fixture(Path::new("fixtures/f.yaml"), text).unwrap();
+        lint_catalog(&catalog_of(fixture))
+            .iter()
+            .filter(|d| !d.message.contains("core clauses"))
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn lint_rejects_fixture_containers_that_cannot_be_driven_on_real_kubelets() {
+        assert_eq!(contract_breaches(GOOD), Vec::<String>::new());
+        // `image: busybox` without a pull policy: kind's nodes would try a registry.
+        let pulled = GOOD.replace("                imagePullPolicy: IfNotPresent\n", "");
+        assert_eq!(
+            contract_breaches(&pulled),
+            [
+                "fixtures/f.yaml:12:17: spec.template.cliques[0].spec.podSpec.containers[0].imagePullPolicy: container `main` would pull its image (`busybox` without `imagePullPolicy` means `Always`): fixture images are local to the nodes, say `IfNotPresent` or `Never`"
+            ]
+        );
+        let always = GOOD.replace("IfNotPresent", "Always");
+        assert_eq!(contract_breaches(&always).len(), 1, "{always}");
+        // A tagged image defaults to IfNotPresent.
+        let tagged = pulled.replace("image: busybox", "image: busybox:1.36");
+        assert_eq!(contract_breaches(&tagged), Vec::<String>::new());
+        // A container that neither blocks on the FIFO nor serves its readiness file.
+        let sleeper = GOOD
+            .replace(
+                r#"["sh", "-c", "mkfifo /tmp/exit-code && mkdir -p /tmp/www && echo ok > /tmp/www/ready && httpd -p 8080 -h /tmp/www && read code < /tmp/exit-code; exit $code"]"#,
+                r#"["sleep", "3600"]"#,
+            )
+            .replace("path: /ready", "path: /healthz");
+        let breaches = contract_breaches(&sleeper);
+        assert_eq!(breaches.len(), 2, "{breaches:?}");
+        assert!(breaches[0].contains("does not block on the FIFO /tmp/exit-code"));
+        assert!(breaches[1].contains("needs a readiness probe on http port 8080 path /ready"));
+    }
+
+    #[test]
+    fn lint_rejects_a_case_whose_patch_makes_a_fixture_container_pull_its_image() {
+        let fixture = parse_fixture(Path::new("fixtures/f.yaml"), GOOD).unwrap();
+        let text = "name: one\nsummary: s\nclauses: [E1]\nprofile: core\nfixture: f\nsteps:\n  - apply: {fixture: f, patch: {spec: {template: {cliques: [{name: worker, spec: {podSpec: {containers: [{name: main, imagePullPolicy: Always}]}}}]}}}}\n";
+        let known = BTreeSet::from(["f".to_string()]);
+        let case = super::super::parse::parse_case_with_fixtures(
+            Path::new("cases/a/one.yaml"),
+            text,
+            &known,
+        )
+        .unwrap();
+        let mut catalog = catalog_of(fixture);
+        catalog.cases.push(case);
+        let breaches: Vec<String> = lint_catalog(&catalog)
+            .iter()
+            .filter(|d| !d.message.contains("core clauses"))
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(breaches.len(), 1, "{breaches:?}");
+        assert!(
+            breaches[0].starts_with("cases/a/one.yaml:7:5: steps[0].apply.patch: the patched fixture's spec.template.cliques[0].spec.podSpec.containers[0].imagePullPolicy: container `main` would pull its image (`imagePullPolicy: Always`)"),
+            "{breaches:?}"
+        );
     }
 }

@@ -19,7 +19,10 @@ mod yaml;
 pub use clauses::{CLAUSES, Clause, ClauseStatus, Profile, clause};
 pub use coverage::coverage;
 pub use diagnostic::{Diagnostic, render as render_diagnostics};
-pub use load::{Applicability, Catalog, Fixture, lint, lint_catalog, load_catalog, parse_fixture};
+pub use load::{
+    Applicability, Catalog, EXIT_CODE_FILE, Fixture, READY_FILE, READY_PROBE, container_contract,
+    lint, lint_catalog, load_catalog, parse_fixture,
+};
 pub use model::*;
 pub use parse::{parse_case, parse_case_with_fixtures};
 pub use patch::merge_patch;

@@ -164,22 +164,81 @@ pub fn summary_table(results: &RunResults) -> String {
         seconds(t.overhead),
         seconds(t.queued)
     );
-    let (pass, fail, skip, error) = results.counts();
+    let c = results.counts();
     // The closing line keeps the common `N passed, N failed, N skipped` form that CI
-    // systems read; harness errors count as failures there and are detailed above it.
-    if error > 0 {
+    // systems read; harness errors count as failures there and are detailed above it. Cases
+    // the revision does not define are not applicable, as in the conformance report, never
+    // skipped.
+    if c.error > 0 {
         let _ = writeln!(
             out,
-            "{error} of the failed cases could not be judged (harness errors); total time {}",
+            "{} of the failed cases could not be judged (harness errors); total time {}",
+            c.error,
             seconds(results.duration)
         );
     } else {
         let _ = writeln!(out, "total time {}", seconds(results.duration));
     }
-    let _ = writeln!(
+    let _ = write!(
         out,
-        "{pass} passed, {} failed, {skip} skipped",
-        fail + error
+        "{} passed, {} failed, {} skipped",
+        c.pass,
+        c.fail + c.error,
+        c.skip
     );
+    if c.not_applicable > 0 {
+        let _ = write!(
+            out,
+            ", {} not applicable in this revision",
+            c.not_applicable
+        );
+    }
+    let _ = writeln!(out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Profile;
+
+    fn ended(case: &str, outcome: Outcome) -> CaseResult {
+        CaseResult {
+            case: case.into(),
+            area: "a".into(),
+            clauses: vec!["E1".into()],
+            profile: Profile::Core,
+            outcome,
+            duration: Duration::from_secs(1),
+            time: Default::default(),
+            crash_points: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_last_line_counts_cases_of_another_revision_as_not_applicable_not_skipped() {
+        let not_applicable = || Outcome::NotApplicable {
+            reason: "the revision has no PodCliqueSet outcomes".into(),
+        };
+        let results = RunResults {
+            cases: vec![
+                ended("a", Outcome::Pass),
+                ended("b", not_applicable()),
+                ended("c", not_applicable()),
+                ended(
+                    "d",
+                    Outcome::Skip {
+                        reason: "no simulated kubelet".into(),
+                    },
+                ),
+            ],
+            duration: Duration::from_secs(4),
+        };
+        let table = summary_table(&results);
+        assert_eq!(
+            table.lines().last(),
+            Some("1 passed, 0 failed, 1 skipped, 2 not applicable in this revision"),
+            "{table}"
+        );
+    }
 }

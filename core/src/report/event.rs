@@ -171,16 +171,17 @@ impl RunResults {
         t
     }
 
-    /// Counts of (pass, fail, skip, error); a case not applicable in the revision counts as
-    /// skipped.
-    pub fn counts(&self) -> (usize, usize, usize, usize) {
-        let mut c = (0, 0, 0, 0);
+    /// How many cases ended each way; a case not applicable in the revision is counted as
+    /// such, never as skipped.
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts::default();
         for r in &self.cases {
             match r.outcome {
-                Outcome::Pass => c.0 += 1,
-                Outcome::Fail(_) => c.1 += 1,
-                Outcome::Skip { .. } | Outcome::NotApplicable { .. } => c.2 += 1,
-                Outcome::Error { .. } => c.3 += 1,
+                Outcome::Pass => c.pass += 1,
+                Outcome::Fail(_) => c.fail += 1,
+                Outcome::Skip { .. } => c.skip += 1,
+                Outcome::NotApplicable { .. } => c.not_applicable += 1,
+                Outcome::Error { .. } => c.error += 1,
             }
         }
         c
@@ -192,6 +193,21 @@ impl RunResults {
         v.sort_by(|a, b| a.case.cmp(&b.case));
         v
     }
+}
+
+/// How many cases of a run ended each way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    /// Passed.
+    pub pass: usize,
+    /// Failed (the implementation's doing).
+    pub fail: usize,
+    /// Skipped: the case cannot run here.
+    pub skip: usize,
+    /// Not applicable in the revision under test.
+    pub not_applicable: usize,
+    /// Not judged: the harness broke.
+    pub error: usize,
 }
 
 /// Folds a run's events into [`RunResults`].

@@ -39,8 +39,8 @@ pub const INTERRUPTED: i32 = 130;
 /// | some | no | yes | [`CASES_FAILED`] |
 /// | some | no | no | [`SUCCESS`] |
 pub fn exit_code(results: &RunResults) -> i32 {
-    let (_, fail, _, error) = results.counts();
-    match (results.cases.is_empty(), error > 0, fail > 0) {
+    let counts = results.counts();
+    match (results.cases.is_empty(), counts.error > 0, counts.fail > 0) {
         (true, _, _) => NO_CASES,
         (false, true, _) => CASES_ERRORED,
         (false, false, true) => CASES_FAILED,

@@ -20,7 +20,7 @@ pub use conformance::{
 };
 pub use console::{ProgressLine, summary_table};
 pub use event::{
-    CaseResult, Failure, Outcome, Recorder, RunEvent, RunResults, TimeSplit, TimeTotals,
+    CaseResult, Counts, Failure, Outcome, Recorder, RunEvent, RunResults, TimeSplit, TimeTotals,
 };
 pub use exit::{
     CASES_ERRORED, CASES_FAILED, INTERRUPTED, INVALID_CATALOG, NO_CASES, SETUP_FAILED, SUCCESS,

@@ -1,5 +1,5 @@
 //! One case's lifecycle: its namespace, the observer, the implementation instance, the steps
-//! under the case's timeout, then the monitor's verdict and the teardown.
+//! under the case's timeout, then the verdict (`verdict`) and the teardown.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,13 +13,12 @@ use serde_json::json;
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::requirements::{case_pods, is_large, loses_node, skip_reason};
-use super::steps::{CaseRun, StepError, execute};
+use super::steps::{CaseRun, execute};
+use super::verdict::{Judged, StepsEnded, injected_pin_failed, judge, with_pins_landed};
 use crate::catalog::{Applicability, Case, Catalog, ControllerAction, RequestPin};
 use crate::implementation::{ImplementationSpec, Instance};
-use crate::monitor::Violation;
 use crate::proxy::{ApiProxy, FaultAction, HookPosition, RequestInfo};
-use crate::report::html::WHOLE_TIMELINE;
-use crate::report::{CaseResult, Failure, Outcome, RunEvent, TimeSplit};
+use crate::report::{CaseResult, Outcome, RunEvent, TimeSplit};
 use crate::runner::observe::Observer;
 use crate::runner::pods::PodDriver;
 use crate::vocab::Vocabulary;
@@ -132,6 +131,10 @@ async fn run_steps(
 }
 
 /// [`run_steps`], noting the crash points in `crash_points` and the time split in `time`.
+///
+/// Once the namespace exists, every ending goes through [`tear_down`]: a case that could not
+/// start its proxy or implementation, pin its crash or reserve its nodes deletes its
+/// namespace and stops what it started, as a case that ran does.
 async fn run_steps_noting(
     run: &RunContext,
     case: &Case,
@@ -158,48 +161,13 @@ async fn run_steps_noting(
         run.pods.fleet().cloned(),
     )
     .await;
-    let log = run.log_dir.join(format!("{}.log", case.name));
-    let proxy = if run.implementation.per_case() && run.api_proxy {
-        match ApiProxy::start(&run.kubeconfig, &run.log_dir).await {
-            Ok(p) => Some(Arc::new(p)),
-            Err(e) => {
-                return Outcome::Error {
-                    message: format!("failed to start the API proxy: {e}"),
-                };
-            }
-        }
-    } else {
-        run.shared_proxy.clone()
-    };
-    let instance = if run.implementation.per_case() {
-        let kubeconfig = proxy
-            .as_ref()
-            .map_or(run.kubeconfig.as_path(), |p| p.kubeconfig());
-        let started =
-            match Instance::start(&run.implementation, kubeconfig, Some(&namespace), &log).await {
-                Ok(i) => i,
-                Err(e) => {
-                    return Outcome::Error {
-                        message: format!("failed to start the implementation: {e}"),
-                    };
-                }
-            };
-        if let Err(e) = started.ready().await {
-            return Outcome::Error {
-                message: e.to_string(),
-            };
-        }
-        Some(Arc::new(AsyncMutex::new(started)))
-    } else {
-        run.shared_instance.clone()
-    };
     let mut ctx = CaseRun {
         run,
         case,
         namespace: namespace.clone(),
         observer,
-        instance,
-        proxy,
+        instance: None,
+        proxy: None,
         pins: Vec::new(),
         remembered: BTreeMap::new(),
         triggers: Vec::new(),
@@ -207,87 +175,137 @@ async fn run_steps_noting(
         time: std::sync::Mutex::default(),
         kubelet_lag: Arc::default(),
     };
-    if let Some(pin) = &run.inject_pin {
-        let Some(instance) = ctx.instance.clone() else {
-            return Outcome::Error {
-                message: "a pinned crash needs an implementation the harness controls".into(),
-            };
-        };
-        if let Err(StepError::Skip(reason) | StepError::Error(reason)) =
-            ctx.pin_action(instance, pin, ControllerAction::Crash)
-        {
-            return Outcome::Skip { reason };
-        }
-    }
     // A case that loses a node gets nodes of its own where the pod driver can give them: one
     // per pod (up to the fleet's usual spread), so a lost node takes this case's pods alone.
     let private_nodes = loses_node(case) && run.pods.private_nodes();
-    if private_nodes {
-        let count = usize::try_from(case_pods(case, &run.catalog).clamp(1, 8)).unwrap_or(8);
-        if let Err(e) = run.pods.reserve_nodes(&namespace, count).await {
-            return Outcome::Error {
-                message: format!("failed to reserve nodes for the case: {e}"),
-            };
-        }
-    }
-    let result = within_timeout(timeout, ctx.kubelet_lag.clone(), execute(&mut ctx)).await;
-    *time = ctx.time_split();
-    let outcome = match result {
-        Ok(Ok(())) => Outcome::Pass,
-        Ok(Err(StepError::Fail(f))) => Outcome::Fail(f),
-        Ok(Err(StepError::Skip(reason))) => Outcome::Skip { reason },
-        Ok(Err(StepError::Error(message))) => Outcome::Error { message },
-        Err(_) => Outcome::Fail(Failure {
-            message: format!("the case did not finish within its timeout of {timeout:?}"),
-            diff: None,
-            compared: None,
-            timeline: None,
-            broken: Vec::new(),
-        }),
-    };
-    // Whatever the steps said, the monitor has the last word on safety, unless the timeline
-    // cannot be judged at all.
-    let timeline = ctx.observer.settle().await;
-    let mut outcome = with_monitor_verdict(outcome, &ctx.observer.violations(), timeline);
-    if let Some(why) = ctx.observer.unjudgeable()
-        && matches!(outcome, Outcome::Pass | Outcome::Fail(_))
-    {
-        outcome = Outcome::Error {
-            message: format!("the case cannot be judged: {why}"),
-        };
-    }
-    // A failure is the implementation's only if the case ran as written: on real kubelets a
-    // pod can fail by itself (a container the runtime could not start under load).
-    let unprompted = ctx.observer.failed_unprompted();
-    if !unprompted.is_empty() && matches!(outcome, Outcome::Fail(_)) {
-        outcome = Outcome::Error {
-            message: format!(
-                "the case cannot be judged: {} failed on this target though no step made {} fail, so the case did not run as written: {}",
-                if unprompted.len() == 1 {
-                    "a pod"
-                } else {
-                    "pods"
+    let outcome = match prepare(&mut ctx, private_nodes).await {
+        Err(outcome) => outcome,
+        Ok(()) => {
+            let ended = run_under_timeout(&mut ctx, timeout).await;
+            *time = ctx.time_split();
+            let timeline = ctx.observer.settle().await;
+            judge(
+                ended,
+                timeout,
+                &Judged {
+                    violations: ctx.observer.violations(),
+                    timeline,
+                    unjudgeable: ctx.observer.unjudgeable(),
+                    failed_unprompted: ctx.observer.failed_unprompted(),
                 },
-                if unprompted.len() == 1 { "it" } else { "them" },
-                unprompted.join("; ")
-            ),
-        };
+            )
+        }
+    };
+    let outcome = tear_down(ctx, outcome, private_nodes, crash_points).await;
+    if !run.keep_namespaces {
+        delete_namespace(&namespaces, &namespace, is_large(case, &run.catalog)).await;
     }
+    outcome
+}
+
+/// Where a case's implementation log goes.
+fn log_path(run: &RunContext, case: &Case) -> PathBuf {
+    run.log_dir.join(format!("{}.log", case.name))
+}
+
+/// What a case starts before its first step, into `ctx` as it starts (so that the teardown
+/// stops it whatever comes next): its API proxy and implementation instance when they are
+/// per case, the crash the run pins before every case, and nodes of its own. `Err` is how
+/// the case ends when one of them fails.
+async fn prepare(ctx: &mut CaseRun<'_>, private_nodes: bool) -> Result<(), Outcome> {
+    let run = ctx.run;
+    ctx.proxy = if run.implementation.per_case() && run.api_proxy {
+        let proxy = ApiProxy::start(&run.kubeconfig, &run.log_dir)
+            .await
+            .map_err(|e| Outcome::Error {
+                message: format!("failed to start the API proxy: {e}"),
+            })?;
+        Some(Arc::new(proxy))
+    } else {
+        run.shared_proxy.clone()
+    };
+    ctx.instance = if run.implementation.per_case() {
+        let kubeconfig = ctx
+            .proxy
+            .as_ref()
+            .map_or(run.kubeconfig.as_path(), |p| p.kubeconfig());
+        let log = log_path(run, ctx.case);
+        let started = Instance::start(&run.implementation, kubeconfig, Some(&ctx.namespace), &log)
+            .await
+            .map_err(|e| Outcome::Error {
+                message: format!("failed to start the implementation: {e}"),
+            })?;
+        let instance = Arc::new(AsyncMutex::new(started));
+        ctx.instance = Some(instance.clone());
+        instance
+            .lock()
+            .await
+            .ready()
+            .await
+            .map_err(|e| Outcome::Error {
+                message: e.to_string(),
+            })?;
+        Some(instance)
+    } else {
+        run.shared_instance.clone()
+    };
+    if let Some(pin) = &run.inject_pin {
+        let Some(instance) = ctx.instance.clone() else {
+            return Err(Outcome::Error {
+                message: "a pinned crash needs an implementation the harness controls".into(),
+            });
+        };
+        ctx.pin_action(instance, pin, ControllerAction::Crash)
+            .map_err(|e| injected_pin_failed(pin, e))?;
+    }
+    if private_nodes {
+        let count = usize::try_from(case_pods(ctx.case, &run.catalog).clamp(1, 8)).unwrap_or(8);
+        run.pods
+            .reserve_nodes(&ctx.namespace, count)
+            .await
+            .map_err(|e| Outcome::Error {
+                message: format!("failed to reserve nodes for the case: {e}"),
+            })?;
+    }
+    Ok(())
+}
+
+/// Runs the steps under the case's timeout (grown by the time real kubelets took), ending at
+/// once when a pod of the case cannot start on the target.
+async fn run_under_timeout(ctx: &mut CaseRun<'_>, timeout: Duration) -> StepsEnded {
+    let mut start_failures = ctx.observer.start_failures();
+    let lag = ctx.kubelet_lag.clone();
+    let steps = async {
+        tokio::select! {
+            biased;
+            result = execute(ctx) => StepsEnded::Ran(result),
+            pods = start_failures.wait() => StepsEnded::CannotStart(pods),
+        }
+    };
+    within_timeout(timeout, lag, steps)
+        .await
+        .unwrap_or(StepsEnded::TimedOut)
+}
+
+/// Stops what the case started, however it ended: its armed triggers, its pins on the API
+/// proxy (and the writes it recorded, for the crash sweep), its lost and reserved nodes, its
+/// implementation instance and its log (kept when the case failed or errored). Returns the
+/// outcome with what the teardown learnt (where the pins landed, an implementation that
+/// exited by itself, where the log is).
+async fn tear_down(
+    mut ctx: CaseRun<'_>,
+    mut outcome: Outcome,
+    private_nodes: bool,
+    crash_points: &mut Vec<String>,
+) -> Outcome {
+    let run = ctx.run;
+    let namespace = ctx.namespace.clone();
     for trigger in ctx.triggers.drain(..) {
         trigger.abort();
     }
     if let Some(proxy) = &ctx.proxy {
         let landed = landed_pins(proxy, &namespace, &ctx.pins);
-        // A pin the implementation never reached tested nothing: say so rather than pass.
-        if let Some((missed, _)) = ctx.pins.get(landed.len())
-            && outcome == Outcome::Pass
-        {
-            outcome = Outcome::Skip {
-                reason: format!(
-                    "the pinned crash point ({missed}) was never reached: the implementation made no such request"
-                ),
-            };
-        }
+        outcome = with_pins_landed(outcome, &ctx.pins, landed.len());
         *crash_points = landed;
         if let Some(sink) = &run.record_writes {
             sink.lock().unwrap_or_else(|p| p.into_inner()).extend(
@@ -321,6 +339,7 @@ async fn run_steps_noting(
         }
         instance.stop().await;
     }
+    let log = log_path(run, ctx.case);
     if matches!(outcome, Outcome::Fail(_) | Outcome::Error { .. }) {
         if let Outcome::Fail(f) = &mut outcome {
             f.message.push_str(&format!(
@@ -330,57 +349,6 @@ async fn run_steps_noting(
         }
     } else if log.exists() {
         let _ = std::fs::remove_file(&log);
-    }
-    drop(ctx);
-    if !run.keep_namespaces {
-        delete_namespace(&namespaces, &namespace, is_large(case, &run.catalog)).await;
-    }
-    outcome
-}
-
-/// `outcome` with the monitor's verdict: a case that passed or failed fails on the violations
-/// the monitor found, with their timeline slices as evidence followed by the whole case's
-/// `timeline`; a failure without a timeline gets the whole `timeline`.
-fn with_monitor_verdict(
-    mut outcome: Outcome,
-    violations: &[Violation],
-    timeline: String,
-) -> Outcome {
-    if matches!(outcome, Outcome::Pass | Outcome::Fail(_)) && !violations.is_empty() {
-        let message = violations
-            .iter()
-            .map(|v| format!("{}: {}", v.clause, v.message))
-            .collect::<Vec<_>>()
-            .join("; ");
-        let slices = violations
-            .iter()
-            .map(|v| v.render())
-            .collect::<Vec<_>>()
-            .join("\n\n");
-        let mut broken: Vec<String> = Vec::new();
-        for v in violations {
-            for clause in v.clause.split('/') {
-                if !broken.iter().any(|b| b == clause) {
-                    broken.push(clause.to_owned());
-                }
-            }
-        }
-        let previous = match outcome {
-            Outcome::Fail(f) => format!("\n(also: {})", f.message),
-            _ => String::new(),
-        };
-        outcome = Outcome::Fail(Failure {
-            message: format!("invariant violated: {message}{previous}"),
-            diff: None,
-            compared: None,
-            timeline: Some(format!("{slices}\n\n{WHOLE_TIMELINE}\n{timeline}")),
-            broken,
-        });
-    }
-    if let Outcome::Fail(f) = &mut outcome
-        && f.timeline.is_none()
-    {
-        f.timeline = Some(timeline);
     }
     outcome
 }

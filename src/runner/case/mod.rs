@@ -4,7 +4,7 @@
 //! [`Outcome::Error`](crate::report::Outcome::Error) means the harness itself could not judge
 //! it.
 //!
-//! - `lifecycle`: one case from namespace to teardown, and the monitor's last word;
+//! - `lifecycle`: one case from namespace to teardown;
 //! - `requirements`: what a case needs of the run (the cluster to itself, a controllable
 //!   implementation, a pod driver that can do its actions);
 //! - `steps`: the state the steps share and the step loop;
@@ -12,7 +12,8 @@
 //!   with retries on conflicts;
 //! - `pod_actions`: pod and node actions through the pod driver;
 //! - `triggers`: `controller` steps, now or when a trigger fires;
-//! - `expect`: `remember` and `expect`, the waits and holds of expectations.
+//! - `expect`: `remember` and `expect`, the waits and holds of expectations;
+//! - `verdict`: the pure decision of how a case ended, beside the lifecycle's actions.
 
 mod expect;
 mod lifecycle;
@@ -20,6 +21,7 @@ mod pod_actions;
 mod requirements;
 mod steps;
 mod triggers;
+mod verdict;
 mod writes;
 
 pub use expect::DEFAULT_WITHIN;

@@ -7,7 +7,21 @@ use std::sync::Arc;
 use crate::catalog::{NodeLoss, PodAction};
 use crate::kubelet::{self, Fleet};
 
-use crate::target::real_kubelets::RealPods;
+use crate::target::real_kubelets::{RealPods, RealPodsError};
+
+/// Why a pod action, or a node's loss or recovery, failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PodError {
+    /// The simulated kubelet could not do it.
+    #[error(transparent)]
+    Fleet(kubelet::FleetError),
+    /// Real kubelets could not do it.
+    #[error(transparent)]
+    Real(RealPodsError),
+    /// `lose-node` is not a pod action: a node is lost through [`PodDriver::lose_node`].
+    #[error("a node is lost through `lose_node`, not as a pod action")]
+    NotAPodAction,
+}
 
 /// The pod driver of a target.
 #[derive(Clone)]
@@ -68,10 +82,10 @@ impl PodDriver {
         name: &str,
         action: PodAction,
         without_terminal_phase: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), PodError> {
         match self {
             PodDriver::Simulated(fleet) => {
-                let e = |e: kubelet::FleetError| e.to_string();
+                let e = PodError::Fleet;
                 if without_terminal_phase {
                     fleet
                         .omit_terminal_phase(namespace, name)
@@ -86,9 +100,7 @@ impl PodDriver {
                     PodAction::Preempt => fleet.preempt(namespace, name).await,
                     PodAction::Delete => fleet.delete(namespace, name).await,
                     PodAction::ForceDelete => fleet.force_delete(namespace, name).await,
-                    PodAction::LoseNode(_) => {
-                        return Err("a node is lost through `lose_node`".into());
-                    }
+                    PodAction::LoseNode(_) => return Err(PodError::NotAPodAction),
                 }
                 .map_err(e)
             }
@@ -96,42 +108,63 @@ impl PodDriver {
             // apiserver removes the pod at once (grace period 0), before any kubelet could,
             // and the container is stopped afterwards.
             PodDriver::Real(real) => match action {
-                PodAction::Exit(code) => real.exit(namespace, name, code).await,
-                PodAction::Unready => real.set_ready(namespace, name, false).await,
-                PodAction::Ready => real.set_ready(namespace, name, true).await,
-                PodAction::Evict => real.evict(namespace, name, without_terminal_phase).await,
-                PodAction::Preempt => real.preempt(namespace, name, without_terminal_phase).await,
-                PodAction::Delete => real.delete(namespace, name, without_terminal_phase).await,
-                PodAction::ForceDelete => real.delete(namespace, name, true).await,
-                PodAction::LoseNode(_) => Err("a node is lost through `lose_node`".into()),
+                PodAction::Exit(code) => real
+                    .exit(namespace, name, code)
+                    .await
+                    .map_err(PodError::Real),
+                PodAction::Unready => real
+                    .set_ready(namespace, name, false)
+                    .await
+                    .map_err(PodError::Real),
+                PodAction::Ready => real
+                    .set_ready(namespace, name, true)
+                    .await
+                    .map_err(PodError::Real),
+                PodAction::Evict => real
+                    .evict(namespace, name, without_terminal_phase)
+                    .await
+                    .map_err(PodError::Real),
+                PodAction::Preempt => real
+                    .preempt(namespace, name, without_terminal_phase)
+                    .await
+                    .map_err(PodError::Real),
+                PodAction::Delete => real
+                    .delete(namespace, name, without_terminal_phase)
+                    .await
+                    .map_err(PodError::Real),
+                PodAction::ForceDelete => real
+                    .delete(namespace, name, true)
+                    .await
+                    .map_err(PodError::Real),
+                PodAction::LoseNode(_) => Err(PodError::NotAPodAction),
             },
         }
     }
 
     /// The node the pod `namespace/name` is bound to.
-    pub async fn node_of(&self, namespace: &str, name: &str) -> Result<String, String> {
+    pub async fn node_of(&self, namespace: &str, name: &str) -> Result<String, PodError> {
         match self {
             PodDriver::Simulated(fleet) => fleet
                 .node_of(namespace, name)
                 .await
-                .map_err(|e| e.to_string()),
-            PodDriver::Real(real) => real.node_of(namespace, name).await,
+                .map_err(PodError::Fleet),
+            PodDriver::Real(real) => real.node_of(namespace, name).await.map_err(PodError::Real),
         }
     }
 
     /// The UIDs of the pods on `node` whose deletion a loss of the node would cause and that
     /// the driver does not record itself (their deletions are the harness's doing).
-    pub async fn pods_on(&self, node: &str) -> Result<Vec<String>, String> {
+    pub async fn pods_on(&self, node: &str) -> Result<Vec<String>, PodError> {
         match self {
             // The fleet records its own deletions.
             PodDriver::Simulated(_) => Ok(Vec::new()),
-            PodDriver::Real(real) => real.pods_on(node).await,
+            PodDriver::Real(real) => real.pods_on(node).await.map_err(PodError::Real),
         }
     }
 
     /// Loses `node`. Returns the UIDs of the pods that were on it (their deletions are the
     /// harness's doing, not the implementation's).
-    pub async fn lose_node(&self, node: &str, how: NodeLoss) -> Result<Vec<String>, String> {
+    pub async fn lose_node(&self, node: &str, how: NodeLoss) -> Result<Vec<String>, PodError> {
         match self {
             PodDriver::Simulated(fleet) => {
                 let how = match how {
@@ -143,9 +176,9 @@ impl PodDriver {
                     .lose_node(node, how)
                     .await
                     .map(|()| Vec::new())
-                    .map_err(|e| e.to_string())
+                    .map_err(PodError::Fleet)
             }
-            PodDriver::Real(real) => real.lose_node(node).await,
+            PodDriver::Real(real) => real.lose_node(node).await.map_err(PodError::Real),
         }
     }
 
@@ -158,13 +191,13 @@ impl PodDriver {
     /// Reserves `count` nodes for the pods of `namespace`, where [`private_nodes`] allows.
     ///
     /// [`private_nodes`]: PodDriver::private_nodes
-    pub async fn reserve_nodes(&self, namespace: &str, count: usize) -> Result<(), String> {
+    pub async fn reserve_nodes(&self, namespace: &str, count: usize) -> Result<(), PodError> {
         match self {
             PodDriver::Simulated(fleet) => fleet
                 .reserve_nodes(namespace, count)
                 .await
                 .map(drop)
-                .map_err(|e| e.to_string()),
+                .map_err(PodError::Fleet),
             PodDriver::Real(_) => Ok(()),
         }
     }
@@ -177,12 +210,10 @@ impl PodDriver {
     }
 
     /// Brings a lost node back.
-    pub async fn recover_node(&self, node: &str) -> Result<(), String> {
+    pub async fn recover_node(&self, node: &str) -> Result<(), PodError> {
         match self {
-            PodDriver::Simulated(fleet) => {
-                fleet.recover_node(node).await.map_err(|e| e.to_string())
-            }
-            PodDriver::Real(real) => real.recover_node(node).await,
+            PodDriver::Simulated(fleet) => fleet.recover_node(node).await.map_err(PodError::Fleet),
+            PodDriver::Real(real) => real.recover_node(node).await.map_err(PodError::Real),
         }
     }
 }

@@ -97,6 +97,35 @@ pub enum RealPodsError {
         #[source]
         source: tokio::task::JoinError,
     },
+    /// A wait on the API failed.
+    #[error("failed to wait until {what}")]
+    Wait {
+        /// What was awaited.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::runtime::wait::Error,
+    },
+    /// What was awaited did not happen in time.
+    #[error("{what} within {NODE_TRANSITION_TIMEOUT:?}")]
+    TimedOut {
+        /// What did not happen (`node n was not marked NotReady …`).
+        what: String,
+    },
+    /// The exit code could not be written and the kubelet reported no exit.
+    #[error("failed to write the exit code")]
+    ExitNotWritten(#[source] Box<RealPodsError>),
+    /// The pod is on no node.
+    #[error("pod {namespace}/{pod} is not bound to a node")]
+    NotBound {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod.
+        pod: String,
+    },
+    /// The target's nodes cannot be stopped.
+    #[error("this target's nodes cannot be stopped")]
+    NoNodeControl,
     /// A command ran and failed.
     #[error("failed to run `{what}`: {stderr}")]
     Failed {
@@ -113,11 +142,6 @@ fn stderr_note(stderr: &str) -> String {
     } else {
         format!(" ({})", stderr.trim())
     }
-}
-
-/// The message of `err` with its causes, for the callers that take a string.
-fn message(err: RealPodsError) -> String {
-    crate::errors::chain(&err).to_string()
 }
 
 /// How the harness can take a node away.
@@ -252,12 +276,15 @@ impl RealPods {
     /// kubelet has reported it: a terminal phase, or a restart of the container. A simulated
     /// kubelet reports an exit at once; waiting here gives a case the same order of events on a
     /// real one (a step after an exit sees its outcome).
-    pub async fn exit(&self, namespace: &str, pod: &str, code: i32) -> Result<(), String> {
+    pub async fn exit(&self, namespace: &str, pod: &str, code: i32) -> Result<(), RealPodsError> {
         let before = self
             .api(namespace)
             .get(pod)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| RealPodsError::Api {
+                what: format!("get pod {namespace}/{pod}"),
+                source,
+            })?;
         let restarts = |p: &Pod| -> i32 {
             p.status
                 .as_ref()
@@ -286,20 +313,28 @@ impl RealPods {
         )
         .await
         .map_err(|_| match written {
-            Err(e) => format!("the exit code could not be written: {}", message(e)),
-            Ok(()) => "the kubelet never reported the exit".to_string(),
+            Err(e) => RealPodsError::ExitNotWritten(Box::new(e)),
+            Ok(()) => RealPodsError::TimedOut {
+                what: format!("the kubelet did not report the exit of pod {namespace}/{pod}"),
+            },
         })?
-        .map_err(|e| e.to_string())?;
+        .map_err(|source| RealPodsError::Wait {
+            what: format!("pod {namespace}/{pod} exited"),
+            source,
+        })?;
         Ok(())
     }
 
     /// The UIDs of the pods bound to `node` (outside `kube-system`).
-    pub async fn pods_on(&self, node: &str) -> Result<Vec<String>, String> {
+    pub async fn pods_on(&self, node: &str) -> Result<Vec<String>, RealPodsError> {
         let pods: Api<Pod> = Api::all(self.client.clone());
         let on_node = pods
             .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| RealPodsError::Api {
+                what: format!("list the pods on node {node}"),
+                source,
+            })?;
         Ok(on_node
             .items
             .iter()
@@ -310,10 +345,13 @@ impl RealPods {
 
     /// Makes the pod unready (`false`) or ready again, through its readiness probe, and waits
     /// until its `Ready` condition says so.
-    pub async fn set_ready(&self, namespace: &str, pod: &str, ready: bool) -> Result<(), String> {
-        self.exec(namespace, pod, readiness_script(ready))
-            .await
-            .map_err(message)?;
+    pub async fn set_ready(
+        &self,
+        namespace: &str,
+        pod: &str,
+        ready: bool,
+    ) -> Result<(), RealPodsError> {
+        self.exec(namespace, pod, readiness_script(ready)).await?;
         let want = if ready { "True" } else { "False" };
         let flipped = move |p: Option<&Pod>| {
             p.and_then(|p| p.status.as_ref())
@@ -325,36 +363,50 @@ impl RealPods {
             await_condition(self.api(namespace), pod, flipped),
         )
         .await
-        .map_err(|_| format!("its Ready condition did not turn {want}: does the container have the readiness probe on {READY_FILE}?"))?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| RealPodsError::TimedOut {
+            what: format!("the Ready condition of pod {namespace}/{pod} did not turn {want} (does the container have the readiness probe on {READY_FILE}?)"),
+        })?
+        .map_err(|source| RealPodsError::Wait {
+            what: format!("pod {namespace}/{pod} is Ready={want}"),
+            source,
+        })?;
         Ok(())
     }
 
     /// The node the pod is bound to.
-    pub async fn node_of(&self, namespace: &str, pod: &str) -> Result<String, String> {
+    pub async fn node_of(&self, namespace: &str, pod: &str) -> Result<String, RealPodsError> {
         let found = self
             .api(namespace)
             .get(pod)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| RealPodsError::Api {
+                what: format!("get pod {namespace}/{pod}"),
+                source,
+            })?;
         found
             .spec
             .and_then(|s| s.node_name)
-            .ok_or_else(|| format!("pod {namespace}/{pod} is not bound to a node"))
+            .ok_or_else(|| RealPodsError::NotBound {
+                namespace: namespace.to_owned(),
+                pod: pod.to_owned(),
+            })
     }
 
     /// Kills the node's container, waits until the control plane has noticed (NotReady) and
     /// the taint-based eviction has marked its pods for deletion, then starts it again so its
     /// kubelet finishes them. Returns the UIDs of the pods that were on it.
-    pub async fn lose_node(&self, node: &str) -> Result<Vec<String>, String> {
+    pub async fn lose_node(&self, node: &str) -> Result<Vec<String>, RealPodsError> {
         if self.nodes != NodeControl::DockerContainers {
-            return Err("this target's nodes cannot be stopped".into());
+            return Err(RealPodsError::NoNodeControl);
         }
         let pods: Api<Pod> = Api::all(self.client.clone());
         let on_node = pods
             .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| RealPodsError::Api {
+                what: format!("list the pods on node {node}"),
+                source,
+            })?;
         let victims: Vec<(String, String, String)> = on_node
             .items
             .iter()
@@ -369,9 +421,7 @@ impl RealPods {
             .collect();
         let mut kill = docker::command();
         kill.args(["kill", node]);
-        run(kill, &format!("docker kill {node}"))
-            .await
-            .map_err(message)?;
+        run(kill, &format!("docker kill {node}")).await?;
         let nodes: Api<Node> = Api::all(self.client.clone());
         let not_ready = |n: Option<&Node>| n.and_then(node_ready) == Some(false);
         tokio::time::timeout(
@@ -379,8 +429,13 @@ impl RealPods {
             await_condition(nodes, node, not_ready),
         )
         .await
-        .map_err(|_| format!("node {node} was not marked NotReady after its container was killed"))?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| RealPodsError::TimedOut {
+            what: format!("node {node} was not marked NotReady after its container was killed"),
+        })?
+        .map_err(|source| RealPodsError::Wait {
+            what: format!("node {node} is NotReady"),
+            source,
+        })?;
         for (namespace, name, uid) in &victims {
             let uid = uid.clone();
             let marked = move |p: Option<&Pod>| {
@@ -394,27 +449,33 @@ impl RealPods {
                 await_condition(self.api(namespace), name, marked),
             )
             .await
-            .map_err(|_| {
-                format!("pod {namespace}/{name} on the lost node {node} was never evicted")
+            .map_err(|_| RealPodsError::TimedOut {
+                what: format!("pod {namespace}/{name} on the lost node {node} was not evicted"),
             })?
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| RealPodsError::Wait {
+                what: format!("pod {namespace}/{name} is evicted"),
+                source,
+            })?;
         }
         let mut start = docker::command();
         start.args(["start", node]);
-        run(start, &format!("docker start {node}"))
-            .await
-            .map_err(message)?;
+        run(start, &format!("docker start {node}")).await?;
         Ok(victims.into_iter().map(|(_, _, uid)| uid).collect())
     }
 
     /// Waits until a node lost with [`RealPods::lose_node`] is Ready again.
-    pub async fn recover_node(&self, node: &str) -> Result<(), String> {
+    pub async fn recover_node(&self, node: &str) -> Result<(), RealPodsError> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let ready = |n: Option<&Node>| n.and_then(node_ready) == Some(true);
         tokio::time::timeout(NODE_TRANSITION_TIMEOUT, await_condition(nodes, node, ready))
             .await
-            .map_err(|_| format!("node {node} was not Ready again after its container restarted"))?
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| RealPodsError::TimedOut {
+                what: format!("node {node} was not Ready again after its container restarted"),
+            })?
+            .map_err(|source| RealPodsError::Wait {
+                what: format!("node {node} is Ready"),
+                source,
+            })?;
         Ok(())
     }
 
@@ -424,7 +485,12 @@ impl RealPods {
 
     /// Evicts through the Eviction API; `at_once`: with a grace period of 0, so the pod is
     /// gone before any kubelet writes a terminal phase.
-    pub async fn evict(&self, namespace: &str, pod: &str, at_once: bool) -> Result<(), String> {
+    pub async fn evict(
+        &self,
+        namespace: &str,
+        pod: &str,
+        at_once: bool,
+    ) -> Result<(), RealPodsError> {
         let params = EvictParams {
             delete_options: at_once.then(|| DeleteParams {
                 grace_period_seconds: Some(0),
@@ -436,7 +502,10 @@ impl RealPods {
             .evict(pod, &params)
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|source| RealPodsError::Api {
+                what: format!("evict pod {namespace}/{pod}"),
+                source,
+            })
     }
 
     async fn uid(&self, namespace: &str, pod: &str) -> Result<String, RealPodsError> {
@@ -453,8 +522,13 @@ impl RealPods {
 
     /// `DisruptionTarget` (`PreemptionByScheduler`), then a graceful delete (`at_once`: with a
     /// grace period of 0).
-    pub async fn preempt(&self, namespace: &str, pod: &str, at_once: bool) -> Result<(), String> {
-        let uid = self.uid(namespace, pod).await.map_err(message)?;
+    pub async fn preempt(
+        &self,
+        namespace: &str,
+        pod: &str,
+        at_once: bool,
+    ) -> Result<(), RealPodsError> {
+        let uid = self.uid(namespace, pod).await?;
         let patch = json!({"status": {"conditions": [{
             "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
             "message": "preempted by grove-conformance",
@@ -462,18 +536,22 @@ impl RealPods {
         self.api(namespace)
             .patch_status(pod, &PatchParams::default(), &Patch::Strategic(&patch))
             .await
-            .map_err(|e| e.to_string())?;
-        self.delete_uid(namespace, pod, &uid, at_once)
-            .await
-            .map_err(message)
+            .map_err(|source| RealPodsError::Api {
+                what: format!("mark pod {namespace}/{pod} as preempted"),
+                source,
+            })?;
+        self.delete_uid(namespace, pod, &uid, at_once).await
     }
 
     /// A delete, graceful or forced (grace 0).
-    pub async fn delete(&self, namespace: &str, pod: &str, force: bool) -> Result<(), String> {
-        let uid = self.uid(namespace, pod).await.map_err(message)?;
-        self.delete_uid(namespace, pod, &uid, force)
-            .await
-            .map_err(message)
+    pub async fn delete(
+        &self,
+        namespace: &str,
+        pod: &str,
+        force: bool,
+    ) -> Result<(), RealPodsError> {
+        let uid = self.uid(namespace, pod).await?;
+        self.delete_uid(namespace, pod, &uid, force).await
     }
 
     /// A delete with a UID precondition.

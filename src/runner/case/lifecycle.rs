@@ -264,7 +264,10 @@ async fn prepare(ctx: &mut CaseRun<'_>, private_nodes: bool) -> Result<(), Outco
             .reserve_nodes(&ctx.namespace, count)
             .await
             .map_err(|e| Outcome::Error {
-                message: format!("failed to reserve nodes for the case: {e}"),
+                message: format!(
+                    "failed to reserve nodes for the case: {}",
+                    crate::errors::chain(&e)
+                ),
             })?;
     }
     Ok(())
@@ -321,7 +324,7 @@ async fn tear_down(
     }
     for node in ctx.lost_nodes.drain(..) {
         if let Err(e) = run.pods.recover_node(&node).await {
-            tracing::warn!(node, error = %e, "a lost node did not recover");
+            tracing::warn!(node, error = %crate::errors::chain(&e), "a lost node did not recover");
         }
     }
     if private_nodes {

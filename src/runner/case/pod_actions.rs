@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::expect::DEFAULT_WITHIN;
 use super::steps::{CaseRun, StepError, fail};
 use crate::catalog::{PodAction, PodSelector, PodStep};
+use crate::runner::pods::PodError;
 use crate::snapshot::uid;
 
 /// How many pod actions of one step are in flight at once.
@@ -77,11 +78,12 @@ impl CaseRun<'_> {
         );
         let names = self.selected_pods(&step.selector, running).await?;
         let ns = self.namespace.clone();
-        let failed = |e: String| {
+        let failed = |e: PodError| {
             fail(format!(
-                "failed to {} {}: {e}",
+                "failed to {} {}: {}",
                 step.action.keyword(),
-                step.selector
+                step.selector,
+                crate::errors::chain(&e)
             ))
         };
         if let PodAction::LoseNode(how) = step.action {
@@ -142,7 +144,7 @@ impl CaseRun<'_> {
         // The pods a step addresses act at once, as a whole clique exiting does (a few at a
         // time in flight: 256 one after the other took seconds).
         let (action, without_terminal_phase) = (step.action, step.without_terminal_phase);
-        let results: Vec<Result<(), String>> = futures::stream::iter(names)
+        let results: Vec<Result<(), PodError>> = futures::stream::iter(names)
             .map(|name| {
                 let (driver, ns) = (driver.clone(), ns.clone());
                 async move { driver.act(&ns, &name, action, without_terminal_phase).await }
@@ -152,7 +154,7 @@ impl CaseRun<'_> {
             .await;
         results
             .into_iter()
-            .collect::<Result<(), String>>()
+            .collect::<Result<(), PodError>>()
             .map_err(failed)
     }
 }

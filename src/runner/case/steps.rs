@@ -34,7 +34,7 @@ pub(super) struct CaseRun<'a> {
     /// `remember` label → the subject and its UID then.
     pub(super) remembered: BTreeMap<String, (UidSubject, String)>,
     /// Armed `controller … when` triggers.
-    pub(super) triggers: Vec<tokio::task::JoinHandle<Result<(), String>>>,
+    pub(super) triggers: Vec<tokio::task::JoinHandle<Result<(), super::triggers::ControlError>>>,
     /// Nodes the case lost, recovered at its end.
     pub(super) lost_nodes: Vec<String>,
     /// How long the steps waited on the implementation and held expectations.
@@ -105,7 +105,7 @@ pub(super) async fn execute(ctx: &mut CaseRun<'_>) -> Result<(), StepError> {
             if trigger.is_finished() {
                 let done = std::mem::replace(trigger, tokio::spawn(async { Ok(()) }));
                 if let Ok(Err(e)) = done.await {
-                    return Err(StepError::Error(e));
+                    return Err(e.into());
                 }
             }
         }

@@ -11,7 +11,8 @@ use super::steps::{CaseRun, StepError};
 use crate::catalog::{
     ControllerAction, ControllerStep, DeletionTarget, ObjectRef, RequestPin, Trigger,
 };
-use crate::implementation::Instance;
+use crate::implementation::admission::NotListening;
+use crate::implementation::{Instance, InstanceError};
 use crate::proxy::{FaultAction, FaultRule, HookPosition, RequestMatch, Verb};
 use crate::snapshot::{Snapshot, is_deleting, uid};
 use crate::vocab::Vocabulary;
@@ -29,7 +30,7 @@ impl CaseRun<'_> {
             return self.wait_for_triggers().await;
         }
         let Some(trigger) = step.when.clone() else {
-            return act(&instance, action).await.map_err(StepError::Error);
+            return Ok(act(&instance, action).await?);
         };
         if let Trigger::Request(pin) = &trigger {
             return self.pin_action(instance, pin, action);
@@ -61,7 +62,7 @@ impl CaseRun<'_> {
         for trigger in std::mem::take(&mut self.triggers) {
             match tokio::time::timeout_at(deadline, trigger).await {
                 Ok(Ok(Ok(()))) => {}
-                Ok(Ok(Err(e))) => return Err(StepError::Error(e)),
+                Ok(Ok(Err(e))) => return Err(e.into()),
                 Ok(Err(e)) => return Err(StepError::Error(format!("an armed action failed: {e}"))),
                 Err(_) => {
                     let pinned = self
@@ -117,7 +118,7 @@ impl CaseRun<'_> {
         proxy.set_rules(vec![
             FaultRule::new(matches, FaultAction::Hook { position }).nth(pin.nth),
         ]);
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Result<(), String>>();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Result<(), ControlError>>();
         let done_tx = Arc::new(std::sync::Mutex::new(Some(done_tx)));
         proxy.set_hook(move |_fired| {
             let instance = instance.clone();
@@ -138,26 +139,46 @@ impl CaseRun<'_> {
     }
 }
 
+/// A controller action the harness could not carry out.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ControlError {
+    /// Pausing failed.
+    #[error("failed to pause the implementation")]
+    Pause(#[source] InstanceError),
+    /// Resuming failed.
+    #[error("failed to resume the implementation")]
+    Resume(#[source] InstanceError),
+    /// The crash's restart failed.
+    #[error("failed to restart the implementation")]
+    Restart(#[source] InstanceError),
+    /// It restarted but did not become ready.
+    #[error(transparent)]
+    NotReady(#[from] NotListening),
+}
+
+impl From<ControlError> for StepError {
+    fn from(e: ControlError) -> Self {
+        StepError::Error(crate::errors::chain(&e).to_string())
+    }
+}
+
 /// Carries out a controller action on the instance; after a crash, waits until it is ready.
-async fn act(instance: &Arc<AsyncMutex<Instance>>, action: ControllerAction) -> Result<(), String> {
+async fn act(
+    instance: &Arc<AsyncMutex<Instance>>,
+    action: ControllerAction,
+) -> Result<(), ControlError> {
     let mut instance = instance.lock().await;
     match action {
-        ControllerAction::Pause => instance
-            .pause()
-            .await
-            .map_err(|e| format!("failed to pause the implementation: {e}"))?,
-        ControllerAction::Resume => instance
-            .resume()
-            .await
-            .map_err(|e| format!("failed to resume the implementation: {e}"))?,
+        ControllerAction::Pause => instance.pause().await.map_err(ControlError::Pause)?,
+        ControllerAction::Resume => instance.resume().await.map_err(ControlError::Resume)?,
         ControllerAction::Wait => {}
         ControllerAction::Crash => {
             instance
                 .crash_and_restart()
                 .await
-                .map_err(|e| format!("failed to restart the implementation: {e}"))?;
+                .map_err(ControlError::Restart)?;
             // Its webhooks answer again before the case goes on.
-            instance.ready().await.map_err(|e| e.to_string())?;
+            instance.ready().await?;
         }
     }
     Ok(())

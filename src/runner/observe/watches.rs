@@ -282,7 +282,7 @@ impl WatchProgress {
         let held: Vec<&Value> = match kind {
             Kind::Pod => state.snapshot.pods.iter().collect(),
             Kind::Event => state.snapshot.events.iter().collect(),
-            _ => state
+            Kind::PodClique | Kind::PodCliqueScalingGroup | Kind::PodCliqueSet => state
                 .snapshot
                 .objects
                 .iter()

@@ -132,29 +132,46 @@ const UNFOLDED_PODS: usize = 8;
 const LANE_HEIGHT: usize = 14;
 const LABEL_WIDTH: usize = 300;
 
-/// The timeline drawn as HTML: a legend, then lane groups (the objects, each clique's pods in
-/// a `<details>`, the Events).
-pub fn draw(timeline: &str) -> String {
-    let (rows, evidence, notes) = read(timeline);
-    let mut out = String::new();
-    if rows.is_empty() {
-        let _ = writeln!(
-            out,
-            "<pre class=\"timeline-text\">{}</pre>",
-            escape(timeline)
-        );
-        return out;
+/// Where an entry sits on the x axis: its place in resourceVersion order, so the axis is what
+/// etcd committed, scaled to the drawing's width.
+struct Axis {
+    order: BTreeMap<usize, usize>,
+    entries: usize,
+    width: usize,
+}
+
+impl Axis {
+    fn new(rows: &[Row]) -> Axis {
+        Axis {
+            order: rows
+                .iter()
+                .enumerate()
+                .map(|(x, r)| (r.position, x))
+                .collect(),
+            entries: rows.len().max(1),
+            width: (rows.len() * 6).clamp(600, 24_000),
+        }
     }
-    // x: the entry's place in resourceVersion order, so the axis is what etcd committed.
-    let order: BTreeMap<usize, usize> = rows
-        .iter()
-        .enumerate()
-        .map(|(x, r)| (r.position, x))
-        .collect();
-    let width = (rows.len() * 6).clamp(600, 24_000);
-    let scale = |x: usize| LABEL_WIDTH + x * (width - LABEL_WIDTH - 10) / rows.len().max(1);
+
+    fn x(&self, row: &Row) -> usize {
+        LABEL_WIDTH + self.order[&row.position] * (self.width - LABEL_WIDTH - 10) / self.entries
+    }
+}
+
+/// One object's lane: its label and its entries in order.
+type Lane<'a> = (&'a String, &'a Vec<&'a Row>);
+
+/// The lanes, grouped: the objects (PCS, PCSGs, PodCliques), each clique's pods, the Events.
+type Grouped<'a> = (
+    Vec<Lane<'a>>,
+    BTreeMap<String, Vec<Lane<'a>>>,
+    Vec<Lane<'a>>,
+);
+
+/// Every row in the lane of its object, keyed so that lanes sort parents first.
+fn lanes_of(rows: &[Row]) -> BTreeMap<(u8, String, String), Vec<&Row>> {
     let mut lanes: BTreeMap<(u8, String, String), Vec<&Row>> = BTreeMap::new();
-    for r in &rows {
+    for r in rows {
         let rank = match r.kind.as_str() {
             "PodCliqueSet" => 0,
             "PodCliqueScalingGroup" => 1,
@@ -170,113 +187,139 @@ pub fn draw(timeline: &str) -> String {
         };
         lanes.entry((rank, group, name)).or_default().push(r);
     }
-    let _ = writeln!(
-        out,
-        "<p class=\"legend\"><span class=\"s pending\">pending</span> <span class=\"s running\">running</span> <span class=\"s active\">active</span> <span class=\"s deleting\">deleting</span> <span class=\"s done\">completed / succeeded</span> <span class=\"s failed\">failed</span> · marks: <span class=\"m impl\">●</span> implementation <span class=\"m harness\">●</span> harness <span class=\"m system\">●</span> system <span class=\"m evidence\">◯</span> cited by a violation · {} entries, hover a mark for the raw entry</p>",
-        rows.len()
-    );
-    for note in &notes {
-        let _ = writeln!(out, "<p class=\"violation\">{}</p>", escape(note));
-    }
-    let mut pods_of: BTreeMap<String, Vec<(&String, &Vec<&Row>)>> = BTreeMap::new();
+    lanes
+}
+
+fn grouped<'a>(lanes: &'a BTreeMap<(u8, String, String), Vec<&'a Row>>) -> Grouped<'a> {
     let mut objects = Vec::new();
+    let mut pods_of: BTreeMap<String, Vec<Lane<'a>>> = BTreeMap::new();
     let mut events = Vec::new();
-    for ((rank, group, name), lane) in &lanes {
+    for ((rank, group, name), lane) in lanes {
         match rank {
             3 => pods_of.entry(group.clone()).or_default().push((name, lane)),
             4 => events.push((name, lane)),
             _ => objects.push((name, lane)),
         }
     }
-    let svg = |lanes: &[(&String, &Vec<&Row>)], class: &str| {
-        let height = lanes.len() * LANE_HEIGHT + 4;
-        let mut s = format!(
-            "<div class=\"lanes\"><svg class=\"{class}\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\">"
+    (objects, pods_of, events)
+}
+
+/// Lanes as one SVG: per lane its label, a span per state and a mark per entry.
+fn svg(lanes: &[Lane<'_>], class: &str, axis: &Axis, evidence: &BTreeSet<usize>) -> String {
+    let width = axis.width;
+    let height = lanes.len() * LANE_HEIGHT + 4;
+    let mut s = format!(
+        "<div class=\"lanes\"><svg class=\"{class}\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\">"
+    );
+    for (i, (name, lane)) in lanes.iter().enumerate() {
+        let y = i * LANE_HEIGHT + 2;
+        let _ = write!(
+            s,
+            "<g class=\"lane\" data-object=\"{}\"><text x=\"2\" y=\"{}\">{}</text>",
+            escape(name),
+            y + 10,
+            escape(&truncate(name, 44))
         );
-        for (i, (name, lane)) in lanes.iter().enumerate() {
-            let y = i * LANE_HEIGHT + 2;
-            let _ = write!(
-                s,
-                "<g class=\"lane\" data-object=\"{}\"><text x=\"2\" y=\"{}\">{}</text>",
-                escape(name),
-                y + 10,
-                escape(&truncate(name, 44))
-            );
-            for (k, r) in lane.iter().enumerate() {
-                let x0 = scale(order[&r.position]);
-                let x1 = lane
-                    .get(k + 1)
-                    .map_or(width - 10, |n| scale(order[&n.position]));
-                if r.kind != "Event" && r.event != "DELETED" {
-                    let _ = write!(
-                        s,
-                        "<rect class=\"s {}\" x=\"{x0}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-                        r.class(),
-                        y + 2,
-                        x1.saturating_sub(x0).max(1),
-                        LANE_HEIGHT - 4
-                    );
-                }
-            }
-            for r in lane.iter() {
-                let x = scale(order[&r.position]);
-                let cited = evidence.contains(&r.position);
-                let actor = match r.actor.as_str() {
-                    "harness" => "harness",
-                    "system" => "system",
-                    _ => "impl",
-                };
+        for (k, r) in lane.iter().enumerate() {
+            let x0 = axis.x(r);
+            let x1 = lane.get(k + 1).map_or(width - 10, |n| axis.x(n));
+            if r.kind != "Event" && r.event != "DELETED" {
                 let _ = write!(
                     s,
-                    "<circle class=\"m {actor}{}\" data-position=\"{}\" cx=\"{x}\" cy=\"{}\" r=\"{}\"><title>{}</title></circle>",
-                    if cited { " evidence" } else { "" },
-                    r.position,
-                    y + LANE_HEIGHT / 2,
-                    if cited { 5 } else { 3 },
-                    escape(&r.raw)
+                    "<rect class=\"s {}\" x=\"{x0}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
+                    r.class(),
+                    y + 2,
+                    x1.saturating_sub(x0).max(1),
+                    LANE_HEIGHT - 4
                 );
             }
-            s.push_str("</g>");
         }
-        s.push_str("</svg></div>\n");
-        s
-    };
-    out.push_str(&svg(&objects, "objects"));
-    for (clique, pods) in &pods_of {
-        let clique = if clique.is_empty() {
-            "no clique"
-        } else {
-            clique
-        };
-        // A large clique's pods are folded; those a violation cites stay in view above.
-        let cited: Vec<(&String, &Vec<&Row>)> = pods
-            .iter()
-            .filter(|(_, lane)| lane.iter().any(|r| evidence.contains(&r.position)))
-            .copied()
-            .collect();
-        let open = pods.len() <= UNFOLDED_PODS;
-        if !open && !cited.is_empty() {
-            let _ = writeln!(
-                out,
-                "<p class=\"pods-cited\">pods of {} cited by a violation ({} of {})</p>",
-                escape(clique),
-                cited.len(),
-                pods.len()
+        for r in lane.iter() {
+            let cited = evidence.contains(&r.position);
+            let actor = match r.actor.as_str() {
+                "harness" => "harness",
+                "system" => "system",
+                _ => "impl",
+            };
+            let _ = write!(
+                s,
+                "<circle class=\"m {actor}{}\" data-position=\"{}\" cx=\"{}\" cy=\"{}\" r=\"{}\"><title>{}</title></circle>",
+                if cited { " evidence" } else { "" },
+                r.position,
+                axis.x(r),
+                y + LANE_HEIGHT / 2,
+                if cited { 5 } else { 3 },
+                escape(&r.raw)
             );
-            out.push_str(&svg(&cited, "pods cited"));
         }
+        s.push_str("</g>");
+    }
+    s.push_str("</svg></div>\n");
+    s
+}
+
+/// A clique's pods: those a violation cites in view, all of them in a `<details>`, open when
+/// the clique is small.
+fn pods(clique: &str, pods: &[Lane<'_>], axis: &Axis, evidence: &BTreeSet<usize>) -> String {
+    let mut out = String::new();
+    let clique = if clique.is_empty() {
+        "no clique"
+    } else {
+        clique
+    };
+    let cited: Vec<Lane<'_>> = pods
+        .iter()
+        .filter(|(_, lane)| lane.iter().any(|r| evidence.contains(&r.position)))
+        .copied()
+        .collect();
+    let open = pods.len() <= UNFOLDED_PODS;
+    if !open && !cited.is_empty() {
         let _ = writeln!(
             out,
-            "<details class=\"pods\"{}><summary>pods of {} ({})</summary>",
-            if open { " open" } else { "" },
+            "<p class=\"pods-cited\">pods of {} cited by a violation ({} of {})</p>",
             escape(clique),
+            cited.len(),
             pods.len()
         );
-        out.push_str(&svg(pods, "pods"));
-        out.push_str("</details>\n");
+        out.push_str(&svg(&cited, "pods cited", axis, evidence));
+    }
+    let _ = writeln!(
+        out,
+        "<details class=\"pods\"{}><summary>pods of {} ({})</summary>",
+        if open { " open" } else { "" },
+        escape(clique),
+        pods.len()
+    );
+    out.push_str(&svg(pods, "pods", axis, evidence));
+    out.push_str("</details>\n");
+    out
+}
+
+const LEGEND: &str = "<span class=\"s pending\">pending</span> <span class=\"s running\">running</span> <span class=\"s active\">active</span> <span class=\"s deleting\">deleting</span> <span class=\"s done\">completed / succeeded</span> <span class=\"s failed\">failed</span> · marks: <span class=\"m impl\">●</span> implementation <span class=\"m harness\">●</span> harness <span class=\"m system\">●</span> system <span class=\"m evidence\">◯</span> cited by a violation";
+
+/// The timeline drawn as HTML: a legend, then lane groups (the objects, each clique's pods in
+/// a `<details>`, the Events).
+pub fn draw(timeline: &str) -> String {
+    let (rows, evidence, notes) = read(timeline);
+    if rows.is_empty() {
+        return format!("<pre class=\"timeline-text\">{}</pre>\n", escape(timeline));
+    }
+    let axis = Axis::new(&rows);
+    let lanes = lanes_of(&rows);
+    let (objects, pods_of, events) = grouped(&lanes);
+    let mut out = format!(
+        "<p class=\"legend\">{LEGEND} · {} entries, hover a mark for the raw entry</p>\n",
+        rows.len()
+    );
+    for note in &notes {
+        let _ = writeln!(out, "<p class=\"violation\">{}</p>", escape(note));
+    }
+    out.push_str(&svg(&objects, "objects", &axis, &evidence));
+    for (clique, lanes) in &pods_of {
+        out.push_str(&pods(clique, lanes, &axis, &evidence));
     }
     if !events.is_empty() {
-        out.push_str(&svg(&events, "events"));
+        out.push_str(&svg(&events, "events", &axis, &evidence));
     }
     out
 }

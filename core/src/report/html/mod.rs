@@ -331,47 +331,50 @@ fn case(out: &mut String, r: &CaseResult) {
                 escape(message)
             );
         }
-        Outcome::Fail(f) => {
-            let _ = writeln!(out, "<p class=\"failing-step\">{}</p>", escape(&f.message));
-            if !f.broken.is_empty() {
-                let _ = writeln!(
-                    out,
-                    "<p>clauses broken: {}</p>",
-                    escape(&f.broken.join(", "))
-                );
-            }
-            let diff = match (&f.compared, &f.diff) {
-                (Some(c), _) => Some(c.diff(Style::Plain)),
-                (None, Some(d)) => Some(d.clone()),
-                (None, None) => None,
-            };
-            if let Some(diff) = diff.filter(|d| !d.is_empty()) {
-                out.push_str("<pre class=\"diff\">");
-                for line in diff.lines() {
-                    let class = match line.chars().next() {
-                        Some('-') if !line.starts_with("---") => Some("del"),
-                        Some('+') if !line.starts_with("+++") => Some("ins"),
-                        _ => None,
-                    };
-                    match class {
-                        Some(c) => {
-                            let _ = writeln!(out, "<span class=\"{c}\">{}</span>", escape(line));
-                        }
-                        None => {
-                            let _ = writeln!(out, "{}", escape(line));
-                        }
-                    }
-                }
-                out.push_str("</pre>\n");
-            }
-            if let Some(t) = &f.timeline {
-                out.push_str("<div class=\"timeline\">");
-                out.push_str(&lanes::draw(t));
-                out.push_str("</div><details><summary>timeline as text</summary><pre>");
-                out.push_str(&escape(t));
-                out.push_str("</pre></details>\n");
-            }
-        }
+        Outcome::Fail(f) => failure(out, f),
     }
     out.push_str("</details></section>\n");
+}
+
+/// A failure: its message, the clauses it broke, the diff and the timeline drawn.
+fn failure(out: &mut String, f: &super::event::Failure) {
+    let _ = writeln!(out, "<p class=\"failing-step\">{}</p>", escape(&f.message));
+    if !f.broken.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p>clauses broken: {}</p>",
+            escape(&f.broken.join(", "))
+        );
+    }
+    let diff = match (&f.compared, &f.diff) {
+        (Some(c), _) => Some(c.diff(Style::Plain)),
+        (None, Some(d)) => Some(d.clone()),
+        (None, None) => None,
+    };
+    if let Some(diff) = diff.filter(|d| !d.is_empty()) {
+        out.push_str("<pre class=\"diff\">");
+        for line in diff.lines() {
+            let class = match line.chars().next() {
+                Some('-') if !line.starts_with("---") => Some("del"),
+                Some('+') if !line.starts_with("+++") => Some("ins"),
+                _ => None,
+            };
+            match class {
+                Some(c) => {
+                    let _ = writeln!(out, "<span class=\"{c}\">{}</span>", escape(line));
+                }
+                None => {
+                    let _ = writeln!(out, "{}", escape(line));
+                }
+            }
+        }
+        out.push_str("</pre>\n");
+    }
+    if let Some(t) = &f.timeline {
+        out.push_str("<div class=\"timeline\">");
+        out.push_str(&lanes::draw(t));
+        out.push_str("</div><details><summary>timeline as text</summary><pre>");
+        out.push_str(&escape(t));
+        out.push_str("</pre></details>\n");
+    }
 }

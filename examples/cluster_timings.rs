@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use grove_conformance::catalog::PodAction;
-use grove_conformance::runner::PodDriver;
+use grove_conformance::target::PodDriver;
 use grove_conformance::target::embedded::{EmbeddedCluster, EmbeddedOptions};
 use grove_conformance::target::{TargetSpec, acquire};
 use k8s_openapi::api::core::v1::{Namespace, Pod};

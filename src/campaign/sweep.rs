@@ -243,8 +243,8 @@ pub fn summary(sweeps: &[Sweep]) -> String {
 mod tests {
     use super::*;
     use crate::implementation::ImplementationSpec;
-    use crate::runner::pods::PodDriver;
     use crate::target::TargetHandles;
+    use crate::target::pods::PodDriver;
     use crate::target::real_kubelets::{NodeControl, RealPods};
 
     #[tokio::test]

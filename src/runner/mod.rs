@@ -1,7 +1,7 @@
 //! Running cases: [`run_cases`] schedules a selection of cases against an acquired target and
 //! an implementation; [`case::run_case`] runs one in its own namespace under the
-//! [`observe::Observer`]'s watches and invariant monitor; [`PodDriver`] is how a case's pod
-//! actions reach pods (the simulated kubelet or real kubelets).
+//! [`observe::Observer`]'s watches and invariant monitor; a case's pod actions reach pods
+//! through the target's [`PodDriver`](crate::target::PodDriver).
 //!
 //! May use: [`crate::target`], [`crate::implementation`], [`crate::proxy`], [`crate::kubelet`],
 //! [`crate::host`], the pure core.
@@ -9,8 +9,6 @@
 pub mod case;
 mod context;
 pub mod observe;
-pub mod pods;
 mod run;
 
-pub use pods::PodDriver;
 pub use run::{RunSettings, Selection, default_jobs, run_cases};

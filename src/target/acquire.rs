@@ -17,7 +17,7 @@ use super::kind::assets as kind_assets;
 use super::kind::{KindCluster, set_up_nodes};
 use super::real_kubelets::{NodeControl, RealPods};
 use crate::host::write_private;
-use crate::runner::PodDriver;
+use crate::target::PodDriver;
 use crate::target::embedded::ProvisionOptions;
 use crate::target::embedded::{EmbeddedCluster, EmbeddedOptions};
 

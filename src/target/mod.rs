@@ -10,17 +10,22 @@
 //!   its certificates and the build of its binaries;
 //! - [`kind`]: kind clusters, their offline assets (node image, component images) and the runc
 //!   shim some hosts need;
-//! - [`real_kubelets`]: driving pods and nodes where the kubelets are real (kind, any cluster).
+//! - [`pods`]: the [`PodDriver`], how a case's pod actions reach pods: the simulated kubelet,
+//!   or real kubelets through
+//! - [`real_kubelets`]: exits, readiness, evictions and node loss where the kubelets are real
+//!   (kind, any cluster).
 //!
-//! May use: [`crate::host`], [`crate::kubelet`], the pure core. Never the runner or an
-//! implementation.
+//! May use: [`crate::host`], [`crate::kubelet`], the pure core. Never the runner, the proxy or
+//! an implementation (`tests/layout.rs` checks it).
 
 mod acquire;
 pub mod crds;
 pub mod embedded;
 pub mod kind;
 mod options;
+pub mod pods;
 pub mod real_kubelets;
 
 pub use acquire::*;
 pub use options::{KIND_CONFIG, TargetOptions, TargetOptionsError};
+pub use pods::{PodDriver, PodError};

@@ -20,7 +20,7 @@ use crate::implementation::{ImplementationSpec, Instance};
 use crate::proxy::{ApiProxy, FaultAction, HookPosition, RequestInfo};
 use crate::report::{CaseResult, Outcome, RunEvent, TimeSplit};
 use crate::runner::observe::Observer;
-use crate::runner::pods::PodDriver;
+use crate::target::pods::PodDriver;
 use crate::vocab::Vocabulary;
 
 /// Label on every case namespace, with the case name as value.

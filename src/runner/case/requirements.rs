@@ -10,7 +10,7 @@ use crate::catalog::{
     merge_patch,
 };
 use crate::implementation::ImplementationSpec;
-use crate::runner::pods::PodDriver;
+use crate::target::pods::PodDriver;
 use crate::vocab::Kind;
 
 /// Cases creating at least this many pods run alone: on a small machine they would starve

@@ -8,7 +8,11 @@
 //! - [`matcher`] and [`diff`]: judging observed objects against expectations;
 //! - [`monitor`]: the always-on invariant monitor over a case's timeline;
 //! - [`report`]: outcomes, the run's event stream, and its writers (console, JUnit, the
-//!   conformance report).
+//!   conformance report, the HTML page);
+//! - [`errors`]: the one error-chain printer.
+//!
+//! Its modules may use one another and the crates its manifest lists; nothing here talks to a
+//! cluster, spawns a process or waits on a runtime.
 
 pub mod catalog;
 pub mod diff;

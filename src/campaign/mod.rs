@@ -2,7 +2,8 @@
 //! a fresh `grove-conformance run` process, to compare commits and find flakes) and [`sweep`]
 //! (one run per recorded write with a crash pinned at it).
 //!
-//! May use: [`crate::runner`], [`crate::target`], [`crate::implementation`], the pure core.
+//! May use: [`crate::runner`], [`crate::target`], [`crate::implementation`], [`crate::proxy`],
+//! [`crate::host`], the pure core.
 
 pub mod bench;
 pub mod sweep;

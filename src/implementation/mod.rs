@@ -3,7 +3,8 @@
 //! CRDs and admission webhooks ([`admission`]). A command runs as a supervised child process,
 //! an image as a container ([`container`]), so a case can pause, resume or crash it.
 //!
-//! May use: [`crate::host`], [`crate::proxy`], the pure core. Never the runner.
+//! May use: [`crate::host`], [`crate::proxy`], [`crate::target`] (certificates, the field
+//! manager, CRD errors), the pure core. Never the runner.
 
 pub mod admission;
 pub mod container;

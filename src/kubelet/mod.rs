@@ -3,6 +3,9 @@
 //! The only simulated part of the embedded cluster. It must behave like the real thing:
 //! statuses as the kubelet writes them, graceful deletion finished by the node, evictions,
 //! preemption and node loss as they appear in the API.
+//!
+//! May use: [`crate::host`], the pure core, and the pinned Kubernetes version of
+//! [`crate::target::embedded`] (nothing else of the target).
 
 mod fleet;
 pub mod status;

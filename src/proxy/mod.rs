@@ -5,6 +5,9 @@
 //! injected `Status`, delay them, or hold them at a hook (before or after the apiserver)
 //! while a callback runs, then drop them.
 //!
+//! May use: [`crate::host`] and the pure core only, so every implementation, process, image
+//! or deployed, can be put behind it.
+//!
 //! ```no_run
 //! # use std::path::Path;
 //! # use grove_conformance::proxy::ProxyError;

@@ -151,6 +151,9 @@ pub struct ReplicaView {
     pub completion_aware: bool,
     /// Terminal condition already persisted on the PCSG (PCS) itself, if any.
     pub scope_terminal: Option<Terminal>,
+    /// The parent's record says this replica already became Completed (E7): it is a finished
+    /// scope whatever its children show now, also once they are deleted (C4).
+    pub recorded_completed: bool,
     /// `replicaRestartCounts[j]` as read from status (missing entry = 0): the desired attempt.
     pub restart_count: u32,
     /// `policy.completion.failure.maxRestarts` of the PCSG (PCS), 0 when omitted.
@@ -264,7 +267,7 @@ pub struct ReplicaDecision {
 // | #  | condition                                                    | action        | outcome   | clauses            |
 // |----|--------------------------------------------------------------|---------------|-----------|--------------------|
 // | 1  | a child's attempt > restart_count                            | Wait          | Running   | O3 (stale cache)   |
-// | 2  | scope already terminal                                       | Cleanup       | derived   | E6 C2 C3 C4        |
+// | 2  | scope already terminal, or the replica recorded Completed    | Cleanup       | derived   | E6 C2 C3 C4        |
 // | 3  | a stale child exists (restart persisted, deletes pending)    | FinishRestart | Running   | O2 O3 R1 R2 C5     |
 // | 4  | aware, required non-empty and all Completed                  | Complete      | Completed | E7 E10 E12 C2 C3   |
 // | 5  | aware, an aware child Failed, restart_count < max_restarts   | Restart(+1)   | Running   | E8 R1–R4 R6 O2     |
@@ -280,6 +283,10 @@ pub struct ReplicaDecision {
 // PCSG once the PCSG budget is spent (R6). Row 5's count goes up by exactly one (R3) and needs
 // no termination delay (R4). Row 7 uses no budget (R5); it never fires on an aware child.
 // Stale children (row 3) are never evaluated: their failure was already counted (O3).
+// Row 2 also covers a replica the parent recorded Completed (row 4 once, the record persisted
+// with that decision): its outcome is Completed from then on, derived from the record and not
+// from its children, so a replica whose children a user deletes later is never run again (C4),
+// also after a controller restart.
 
 /// Decide what to do with one replica (see the truth table above).
 pub fn evaluate_replica(view: &ReplicaView) -> ReplicaDecision {
@@ -304,9 +311,13 @@ pub fn evaluate_replica(view: &ReplicaView) -> ReplicaDecision {
     }
 
     // Row 2.
-    if view.scope_terminal.is_some() {
+    if view.scope_terminal.is_some() || view.recorded_completed {
         return ReplicaDecision {
-            outcome: derived_outcome(view),
+            outcome: if view.recorded_completed {
+                ReplicaOutcome::Completed
+            } else {
+                derived_outcome(view)
+            },
             action: ReplicaAction::Cleanup {
                 delete: non_terminal(),
             },

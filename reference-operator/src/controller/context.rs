@@ -537,7 +537,8 @@ impl Context {
 
     /// C4: whether the scope that `meta` lives in is open for creation, read live up the
     /// ownership chain: every parent exists with the owner's uid, is not being deleted, is not
-    /// terminal, and still runs the attempt that `meta` carries (a restart persisted since
+    /// terminal, has not recorded `meta`'s replica Completed, and still runs the attempt that
+    /// `meta` carries (a restart persisted since
     /// means `meta` is an old attempt whose children must not be made).
     pub(super) async fn scope_open(
         &self,
@@ -576,7 +577,7 @@ impl Context {
         namespace: &str,
         link: &ParentLink,
     ) -> Result<Option<ObjectMeta>, Error> {
-        let (parent, conditions, counts) = if link.kind == KIND_PCSG {
+        let (parent, conditions, (counts, completed)) = if link.kind == KIND_PCSG {
             let Some(g) = self
                 .get::<PodCliqueScalingGroup>(namespace, &link.name)
                 .await?
@@ -584,13 +585,15 @@ impl Context {
                 return Ok(None);
             };
             let s = g.status.unwrap_or_default();
-            (g.metadata, s.conditions, s.replica_restart_counts)
+            let record = (s.replica_restart_counts, s.completed_replicas);
+            (g.metadata, s.conditions, record)
         } else {
             let Some(p) = self.get::<PodCliqueSet>(namespace, &link.name).await? else {
                 return Ok(None);
             };
             let s = p.status.unwrap_or_default();
-            (p.metadata, s.conditions, s.replica_restart_counts)
+            let record = (s.replica_restart_counts, s.completed_replicas);
+            (p.metadata, s.conditions, record)
         };
         let open = parent.uid.as_deref() == Some(link.uid.as_str())
             && parent.deletion_timestamp.is_none()
@@ -598,7 +601,10 @@ impl Context {
             && Some(restart_count(
                 counts.as_deref().unwrap_or_default(),
                 link.replica,
-            )) == link.attempt;
+            )) == link.attempt
+            && !completed.unwrap_or_default().iter().any(|&j| {
+                usize::try_from(j).is_ok_and(|j| j == link.replica)
+            });
         Ok(open.then_some(parent))
     }
 }

@@ -623,9 +623,10 @@ impl Context {
                 counts.as_deref().unwrap_or_default(),
                 link.replica,
             )) == link.attempt
-            && !completed.unwrap_or_default().iter().any(|&j| {
-                usize::try_from(j).is_ok_and(|j| j == link.replica)
-            });
+            && !completed
+                .unwrap_or_default()
+                .iter()
+                .any(|&j| usize::try_from(j).is_ok_and(|j| j == link.replica));
         Ok(open.then_some(parent))
     }
 }

@@ -308,7 +308,11 @@ fn a_completed_replica_is_recorded_and_never_run_again() {
     );
     s.target_names = Some(vec!["leader".into()]);
     let plan = s.plan(now());
-    assert_eq!(plan.completed, vec![0], "recorded with the completing decision");
+    assert_eq!(
+        plan.completed,
+        vec![0],
+        "recorded with the completing decision"
+    );
     assert_eq!(deleted(&plan), [("g-0-worker".to_string(), Guard::Version)]);
     assert_eq!(plan.aggregate, None, "replica 1 still runs");
 

@@ -768,3 +768,70 @@ fn a_healed_breach_authorises_no_later_deletion() {
     sim.delete(Kind::PodClique, "job-0-trainer-0-worker", Impl);
     assert_eq!(sim.clauses(), ["O1"]);
 }
+
+#[test]
+fn c4_a_completed_replica_run_again_is_caught() {
+    // Replica 0 completes by its leader; its group has other replicas to wait for, so no
+    // terminal condition is persisted. Its worker clique is cleaned up (C2), then a user
+    // deletes the completed leader clique.
+    let mut sim = leader_worker(1, false);
+    sim.modify(Kind::PodCliqueScalingGroup, "job-0-trainer", Harness, |o| {
+        o["spec"]["replicas"] = json!(2)
+    });
+    leader_completes(&mut sim);
+    let workers: Vec<String> = (0..2)
+        .map(|i| pod_name(&sim, "job-0-trainer-0-worker", i))
+        .collect();
+    sim.delete(Kind::PodClique, "job-0-trainer-0-worker", Impl);
+    for w in &workers {
+        sim.delete(Kind::Pod, w, Impl);
+        sim.gone(Kind::Pod, w, Harness);
+    }
+    sim.gone(Kind::PodClique, "job-0-trainer-0-worker", Impl);
+    let leader = pod_name(&sim, "job-0-trainer-0-leader", 0);
+    sim.delete(Kind::PodClique, "job-0-trainer-0-leader", Harness);
+    sim.gone(Kind::Pod, &leader, Harness);
+    sim.gone(Kind::PodClique, "job-0-trainer-0-leader", Harness);
+    sim.assert_clean();
+    // The implementation creates the replica's cliques again: the finished replica is rerun.
+    create_attempt(&mut sim, false);
+    assert_eq!(sim.clauses(), ["C4", "C4"]);
+    assert!(
+        sim.found[0].message.contains(
+            "PodClique job-0-trainer-0-leader created again inside replica 0 of PodCliqueScalingGroup job-0-trainer"
+        ),
+        "{}",
+        sim.found[0].message
+    );
+}
+
+#[test]
+fn c4_spares_a_restart_that_raced_the_completion_and_a_completed_stale_attempt() {
+    // The worker fails and, before the group evaluates it, the leader completes: a restart
+    // decided on the failure alone is persisted after the completion, and the new attempt is
+    // created where the completed one was (the cases judge whether that restart was right).
+    let mut sim = leader_worker(2, false);
+    let w0 = pod_name(&sim, "job-0-trainer-0-worker", 0);
+    sim.phase(&w0, "Failed");
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-worker",
+        Impl,
+        "Failed",
+        "True",
+    );
+    leader_completes(&mut sim);
+    sim.counts(Kind::PodCliqueScalingGroup, "job-0-trainer", json!([1]));
+    delete_replica(&mut sim, false);
+    create_attempt(&mut sim, false);
+    sim.assert_clean();
+    // The same with the restart persisted first and the old attempt's leader completing
+    // after it: that attempt is already over, so its completion makes nothing final.
+    let w1 = pod_name(&sim, "job-0-trainer-0-worker", 1);
+    sim.phase(&w1, "Failed");
+    sim.counts(Kind::PodCliqueScalingGroup, "job-0-trainer", json!([2]));
+    leader_completes(&mut sim);
+    delete_replica(&mut sim, false);
+    create_attempt(&mut sim, false);
+    sim.assert_clean();
+}

@@ -8,7 +8,7 @@
 //! |---|---|
 //! | E6 | an object shows Completed and Failed both True, or a True terminal condition stops being True |
 //! | R3 | a `replicaRestartCounts` entry decreases, grows by more than one in one write, or grows with no failure observed in that replica since its last increment (a double count) |
-//! | C4 | the implementation creates a pod, PodClique or PCSG inside a terminal scope |
+//! | C4 | the implementation creates a pod, PodClique or PCSG inside a terminal scope, or again creates a PodClique or PCSG of a replica that became complete after its predecessor was deleted |
 //! | E3 | a pod is created in a completion-aware PodClique (same UID: same attempt) for an index that already had a pod, for an index outside `0..replicas`, or beyond its `replicas` pods in all |
 //! | O1 | the implementation starts deleting something in a completion-aware scope whose terminal state is not visible and no persisted restart justifies it |
 //! | O2 | the same, while the replica has an uncounted failure and budget left: the restart's deletions came before its persisted increment |
@@ -70,6 +70,11 @@ struct ReplicaTrack {
     /// The entry in which a regular PodClique of the replica showed MinAvailableBreached=True
     /// (a gang termination, R5, may follow), and that clique's UID, while the breach stands.
     breached_at: Option<(usize, String)>,
+    /// The entry in which the replica's current attempt became complete (E7: every required
+    /// child created since the latest persisted restart Completed). A restart persisted after
+    /// it withdraws it (the completion raced a restart decided before it; R3 and the cases
+    /// judge that restart).
+    completed_at: Option<usize>,
 }
 
 /// A replica of a parent: PCSG replica j, or PCS replica i.
@@ -142,6 +147,7 @@ impl Monitor {
             self.check(idx, &entry, prev.as_ref());
             self.note_failure(idx, &entry, prev.as_ref());
             self.update(idx, &entry, prev);
+            self.note_completion(idx, &entry);
         }
         self.violations[before..].to_vec()
     }
@@ -260,6 +266,11 @@ impl Monitor {
     /// Whether replica `key` of a completion-aware parent is complete: every required child of
     /// its current attempt (not being deleted) is Completed.
     fn replica_complete(&self, key: &ReplicaKey) -> bool {
+        self.replica_complete_where(key, |_| true)
+    }
+
+    /// [`Self::replica_complete`] counting only the required children that `current` accepts.
+    fn replica_complete_where(&self, key: &ReplicaKey, current: impl Fn(&Obj) -> bool) -> bool {
         let Some(parent) = self.objs.get(&key.0) else {
             return false;
         };
@@ -268,7 +279,7 @@ impl Monitor {
         };
         let live_completed = |kind: Kind, name: &str| {
             self.current(kind, name)
-                .is_some_and(|o| o.deleting.is_none() && o.terminal.completed)
+                .is_some_and(|o| o.deleting.is_none() && o.terminal.completed && current(o))
         };
         match parent.kind {
             Kind::PodCliqueScalingGroup => {
@@ -472,6 +483,25 @@ impl Monitor {
             .find(|k| self.replica_aware(k))
         {
             self.replicas.entry(key).or_default().pending = Some(idx);
+        }
+    }
+
+    /// Records the entry at which a replica that `e` belongs to became complete (E7), once per
+    /// attempt: only required children created after the replica's latest persisted restart
+    /// count. Judged after the entry is applied.
+    fn note_completion(&mut self, idx: usize, e: &Entry) {
+        if !matches!(e.kind, Kind::PodClique | Kind::PodCliqueScalingGroup) {
+            return;
+        }
+        for key in self.replicas_of(&e.object, e.kind) {
+            let track = self.replicas.get(&key).cloned().unwrap_or_default();
+            if track.completed_at.is_some() || !self.replica_aware(&key) {
+                continue;
+            }
+            let since = track.authorized_at;
+            if self.replica_complete_where(&key, |o| since.is_none_or(|at| o.created > at)) {
+                self.replicas.entry(key).or_default().completed_at = Some(idx);
+            }
         }
     }
 

@@ -86,6 +86,12 @@ pub struct PodCliqueScalingGroupStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(inner(range(min = 0)))]
     pub replica_restart_counts: Option<Vec<i32>>,
+    /// Replicas that became Completed (E7), by index (completion-aware parents only, not
+    /// upstream): a finished scope, in which no child is created again (C4), also once its
+    /// children are deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096), inner(range(min = 0)))]
+    pub completed_replicas: Option<Vec<i32>>,
     /// Observed number of replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,

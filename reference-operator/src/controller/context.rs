@@ -40,51 +40,72 @@ pub struct Context {
     /// The resourceVersion of each object's status as last written here, by uid: a cached
     /// copy older than that is behind our own write, and deciding on it would only conflict.
     pub(super) written: Mutex<HashMap<String, u64>>,
-    /// Pod indices just created, by PodClique uid, until the cache shows them: a cache that
-    /// has not caught up with our own creates is not a reason to create again or to suspect
-    /// a loss.
+    /// Pod indices just created, or whose create got no answer, by PodClique uid, until the
+    /// cache shows them or the pod watch saw them vanish: a cache that has not caught up with
+    /// our own creates is not a reason to create again or to suspect a loss.
     pub(super) created: Mutex<HashMap<String, (Instant, Vec<u32>)>>,
-    /// Pods whose last observed phase was Succeeded and that have vanished since.
+    /// Pods that have vanished, as the pod watch last saw them.
     pub(super) vanished: Arc<Vanished>,
     /// The events this process published or found published, as (object uid, reason and
     /// marker): each is published at most once.
     pub(super) reported: Mutex<HashSet<(String, String)>>,
 }
 
-/// The indices of pods last observed Succeeded that have vanished since, by PodClique uid,
-/// until the clique's status records them (E1, E3: only a pod that disappears *before*
-/// reaching Succeeded is lost). Filled by the pod watch before the cache forgets the pod, so
-/// a reconcile that finds the pod gone always finds its success here or in the status.
+/// The indices of pods that have vanished, by PodClique uid, until the clique's status records
+/// them: every one as created (E3: a pod that existed in the attempt and vanished before it
+/// Succeeded is lost, also when this process never heard the answer to its create), and those
+/// last observed Succeeded as succeeded (E1: only a pod that disappears *before* reaching
+/// Succeeded is lost). Filled by the pod watch before the cache forgets the pod, so a
+/// reconcile that finds the pod gone always finds it here or in the status.
 #[derive(Debug, Default)]
-pub(super) struct Vanished(Mutex<HashMap<String, BTreeSet<u32>>>);
+pub(super) struct Vanished(Mutex<HashMap<String, GonePods>>);
+
+/// The vanished pods of one PodClique, by index.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct GonePods {
+    /// Every vanished pod's index: a pod of it existed.
+    pub created: BTreeSet<u32>,
+    /// The indices whose pod was last observed Succeeded.
+    pub succeeded: BTreeSet<u32>,
+}
+
+impl GonePods {
+    fn is_empty(&self) -> bool {
+        self.created.is_empty() && self.succeeded.is_empty()
+    }
+}
 
 impl Vanished {
     /// Notes `pod`, in the last state observed before it vanished.
     pub(super) fn note(&self, pod: &Pod) {
         let succeeded = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded");
         let index = label(&pod.metadata, LABEL_POD_INDEX).and_then(|i| i.parse::<u32>().ok());
-        let (true, Some(index), Some(owner)) = (succeeded, index, controller_of(&pod.metadata))
-        else {
+        let (Some(index), Some(owner)) = (index, controller_of(&pod.metadata)) else {
             return;
         };
         let mut record = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        record.entry(owner.uid.clone()).or_default().insert(index);
+        let gone = record.entry(owner.uid.clone()).or_default();
+        gone.created.insert(index);
+        if succeeded {
+            gone.succeeded.insert(index);
+        }
     }
 
-    /// The indices noted for the PodClique with `uid`.
-    pub(super) fn of(&self, uid: &str) -> BTreeSet<u32> {
+    /// The pods noted for the PodClique with `uid`.
+    pub(super) fn of(&self, uid: &str) -> GonePods {
         let record = self.0.lock().unwrap_or_else(|e| e.into_inner());
         record.get(uid).cloned().unwrap_or_default()
     }
 
     /// Forgets the indices of `uid` that its status now records, or all of them once the
     /// PodClique is gone (`recorded`: `None`).
-    pub(super) fn forget(&self, uid: &str, recorded: Option<&BTreeSet<u32>>) {
+    pub(super) fn forget(&self, uid: &str, recorded: Option<&GonePods>) {
         let mut record = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let emptied = match (record.get_mut(uid), recorded) {
-            (Some(indices), Some(recorded)) => {
-                indices.retain(|i| !recorded.contains(i));
-                indices.is_empty()
+            (Some(gone), Some(recorded)) => {
+                gone.created.retain(|i| !recorded.created.contains(i));
+                gone.succeeded.retain(|i| !recorded.succeeded.contains(i));
+                gone.is_empty()
             }
             (Some(_), None) => true,
             (None, _) => false,
@@ -537,7 +558,8 @@ impl Context {
 
     /// C4: whether the scope that `meta` lives in is open for creation, read live up the
     /// ownership chain: every parent exists with the owner's uid, is not being deleted, is not
-    /// terminal, and still runs the attempt that `meta` carries (a restart persisted since
+    /// terminal, has not recorded `meta`'s replica Completed, and still runs the attempt that
+    /// `meta` carries (a restart persisted since
     /// means `meta` is an old attempt whose children must not be made).
     pub(super) async fn scope_open(
         &self,
@@ -576,7 +598,7 @@ impl Context {
         namespace: &str,
         link: &ParentLink,
     ) -> Result<Option<ObjectMeta>, Error> {
-        let (parent, conditions, counts) = if link.kind == KIND_PCSG {
+        let (parent, conditions, (counts, completed)) = if link.kind == KIND_PCSG {
             let Some(g) = self
                 .get::<PodCliqueScalingGroup>(namespace, &link.name)
                 .await?
@@ -584,13 +606,15 @@ impl Context {
                 return Ok(None);
             };
             let s = g.status.unwrap_or_default();
-            (g.metadata, s.conditions, s.replica_restart_counts)
+            let record = (s.replica_restart_counts, s.completed_replicas);
+            (g.metadata, s.conditions, record)
         } else {
             let Some(p) = self.get::<PodCliqueSet>(namespace, &link.name).await? else {
                 return Ok(None);
             };
             let s = p.status.unwrap_or_default();
-            (p.metadata, s.conditions, s.replica_restart_counts)
+            let record = (s.replica_restart_counts, s.completed_replicas);
+            (p.metadata, s.conditions, record)
         };
         let open = parent.uid.as_deref() == Some(link.uid.as_str())
             && parent.deletion_timestamp.is_none()
@@ -598,7 +622,11 @@ impl Context {
             && Some(restart_count(
                 counts.as_deref().unwrap_or_default(),
                 link.replica,
-            )) == link.attempt;
+            )) == link.attempt
+            && !completed
+                .unwrap_or_default()
+                .iter()
+                .any(|&j| usize::try_from(j).is_ok_and(|j| j == link.replica));
         Ok(open.then_some(parent))
     }
 }

@@ -52,6 +52,12 @@ impl Error {
         matches!(self, Error::Conflict { .. })
     }
 
+    /// Whether a request got no answer from the apiserver (the connection failed or was
+    /// dropped): it may have been carried out or not.
+    pub fn unanswered(&self) -> bool {
+        matches!(self, Error::Api { source, .. } if !matches!(source.as_ref(), kube::Error::Api(_)))
+    }
+
     /// Whether the object went away while it was being reconciled (nothing left to do).
     pub fn is_gone(&self) -> bool {
         matches!(self, Error::Api { source, .. } if matches!(source.as_ref(), kube::Error::Api(s) if s.code == 404))

@@ -115,6 +115,7 @@ fn scope(ctx: &Context, pcs: &PodCliqueSet) -> Scope {
         aware: template.is_completion_aware(),
         terminal: conditions::terminal(status.conditions.as_deref().unwrap_or_default()),
         counts: status.replica_restart_counts.unwrap_or_default(),
+        completed: status.completed_replicas.unwrap_or_default(),
         max_restarts: RunPolicy::max_restarts(policy),
         target_names: RunPolicy::target_names(policy).map(<[String]>::to_vec),
         termination_delay: build::termination_delay(pcs),
@@ -147,11 +148,15 @@ async fn create(
     let namespace = live.namespace().unwrap_or_default();
     let status = live.status.clone().unwrap_or_default();
     let counts = status.replica_restart_counts.unwrap_or_default();
+    let completed = status.completed_replicas.unwrap_or_default();
     let (mut cliques, mut groups) = (Vec::new(), Vec::new());
     for (i, names) in creates {
         let attempt = restart_count(&counts, *i);
         if attempt != restart_count(&plan.counts, *i) {
             continue; // the cache is behind a restart: the next look creates
+        }
+        if scope::recorded_completed(&completed, *i) {
+            continue; // a finished replica, which the cache did not show yet (C4)
         }
         let replica = u32::try_from(*i).unwrap_or(u32::MAX);
         let children =
@@ -191,6 +196,8 @@ fn desired_status(pcs: &PodCliqueSet, scope: &Scope, plan: &Plan) -> PodCliqueSe
             conditions::now(),
         )),
         replica_restart_counts: scope.aware.then(|| plan.counts.clone()),
+        completed_replicas: (scope.aware && !plan.completed.is_empty())
+            .then(|| plan.completed.clone()),
         replicas: Some(pcs.spec.replicas),
         ..PodCliqueSetStatus::default()
     }

@@ -138,6 +138,7 @@ fn scope(ctx: &Context, pcs: &PodCliqueSet, pcsg: &PodCliqueScalingGroup) -> Sco
         aware: pcsg.spec.is_completion_aware(),
         terminal: conditions::terminal(status.conditions.as_deref().unwrap_or_default()),
         counts: status.replica_restart_counts.unwrap_or_default(),
+        completed: status.completed_replicas.unwrap_or_default(),
         max_restarts: RunPolicy::max_restarts(policy),
         target_names: RunPolicy::target_names(policy).map(<[String]>::to_vec),
         termination_delay: build::termination_delay(pcs),
@@ -181,11 +182,15 @@ async fn create(
     let namespace = live.namespace().unwrap_or_default();
     let status = live.status.clone().unwrap_or_default();
     let counts = status.replica_restart_counts.unwrap_or_default();
+    let completed = status.completed_replicas.unwrap_or_default();
     let mut objects: Vec<PodClique> = Vec::new();
     for (j, names) in creates {
         let attempt = restart_count(&counts, *j);
         if attempt != restart_count(&plan.counts, *j) {
             continue; // the cache is behind a restart: the next look creates
+        }
+        if scope::recorded_completed(&completed, *j) {
+            continue; // a finished replica, which the cache did not show yet (C4)
         }
         let replica = u32::try_from(*j).unwrap_or(u32::MAX);
         let built =
@@ -223,6 +228,8 @@ fn desired_status(
             conditions::now(),
         )),
         replica_restart_counts: scope.aware.then(|| plan.counts.clone()),
+        completed_replicas: (scope.aware && !plan.completed.is_empty())
+            .then(|| plan.completed.clone()),
         replicas: Some(pcsg.spec.replicas),
         available_replicas: available,
         selector: Some(format!("{LABEL_PCSG}={}", pcsg.name_any())),

@@ -17,7 +17,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::conditions::{self, Desired};
-use super::context::{Context, Events, Guard, controller_of, label};
+use super::context::{Context, Events, GonePods, Guard, controller_of, label};
 use super::error::Error;
 use super::scope::{PARALLEL_REQUESTS, STALE_RETRY};
 use crate::api::{PodClique, PodCliqueStatus};
@@ -46,15 +46,27 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
     let uid = pclq.uid().unwrap_or_default();
     let cached = ctx.cached_pods(&uid);
     let pods: Vec<&Pod> = cached.iter().map(AsRef::as_ref).collect();
-    let vanished = ctx.vanished.of(&uid);
+    // Only a completion-aware clique judges its vanished pods (E3); a regular one replaces
+    // them (B4), and a replacement must not be taken for its predecessor.
+    let vanished = if pclq.spec.is_completion_aware() {
+        ctx.vanished.of(&uid)
+    } else {
+        GonePods::default()
+    };
     let cached_view = view(&pclq, &pods, &vanished);
     let decision = evaluate_podclique(&cached_view);
     let lost =
         |d: &PodCliqueDecision| d.outcome == Some(PodCliqueOutcome::Failed(FailureCause::PodLost));
     let cached_lost = lost(&decision);
-    // Also forgets our creates once the cache shows them all, so that a pod vanishing later
-    // is judged at once rather than taken for a create the cache has not shown yet.
-    let seen = cached_view.pods.iter().map(|p| p.index).collect();
+    // Also forgets our creates once the cache shows them all (or the watch saw them vanish),
+    // so that a pod vanishing later is judged at once rather than taken for a create the
+    // cache has not shown yet.
+    let seen = cached_view
+        .pods
+        .iter()
+        .map(|p| p.index)
+        .chain(vanished.created.iter().copied())
+        .collect();
     let awaiting = ctx.awaiting_created(&uid, &seen);
     if decision.create.is_empty() && !cached_lost {
         return act(&ctx, &pclq, &pods, &vanished, decision, Vec::new()).await;
@@ -85,7 +97,7 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
     // What the cache saw Succeeded stays so (a live list may already miss a pod whose
     // deletion the watch has not delivered yet).
     let mut known = vanished;
-    known.extend(
+    known.succeeded.extend(
         cached_view
             .pods
             .iter()
@@ -101,13 +113,15 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
         return Ok(Action::requeue(STALE_RETRY));
     }
     let wanted = std::mem::take(&mut decision.create);
-    let mut created = Vec::new();
+    let (mut created, mut unanswered) = (Vec::new(), Vec::new());
     let open = wanted.is_empty() || parents_open?;
     if open && !wanted.is_empty() {
-        created = create_pods(&ctx, &fresh, &wanted).await?;
-        ctx.note_created(&uid, &created);
+        (created, unanswered) = create_pods(&ctx, &fresh, &wanted).await?;
+        // A create without an answer may have made its pod: until the cache shows it or the
+        // pod watch saw it vanish (E3), or the patience runs out, it is not made again.
+        ctx.note_created(&uid, &[created.as_slice(), &unanswered].concat());
     }
-    tracing::debug!(?wanted, ?created, open, "created pods");
+    tracing::debug!(?wanted, ?created, ?unanswered, open, "created pods");
     let short = open && created.len() < wanted.len();
     let action = act(&ctx, &fresh, &pods, &known, decision, created).await?;
     // Parents not cached yet, or a create failed: look again soon.
@@ -123,7 +137,7 @@ async fn act(
     ctx: &Context,
     pclq: &PodClique,
     pods: &[&Pod],
-    known: &BTreeSet<u32>,
+    known: &GonePods,
     decision: PodCliqueDecision,
     created: Vec<u32>,
 ) -> Result<Action, Error> {
@@ -132,11 +146,14 @@ async fn act(
     if !same_status(&current, &status) {
         ctx.apply_status(pclq, &status, true).await?;
     }
-    if let Some(recorded) = &status.succeeded_pod_indices {
-        let recorded = recorded
-            .iter()
-            .filter_map(|&i| u32::try_from(i).ok())
-            .collect();
+    if let (Some(created), Some(succeeded)) =
+        (&status.created_pod_indices, &status.succeeded_pod_indices)
+    {
+        let set = |list: &[i32]| list.iter().filter_map(|&i| u32::try_from(i).ok()).collect();
+        let recorded = GonePods {
+            created: set(created),
+            succeeded: set(succeeded),
+        };
         ctx.vanished
             .forget(&pclq.uid().unwrap_or_default(), Some(&recorded));
     }
@@ -185,12 +202,17 @@ async fn act(
     }
 }
 
-/// Creates the pods of `indices`; returns the indices created. Pods of a completion-aware
-/// clique are recorded in status right after, so a pod that vanishes later is known lost.
-async fn create_pods(ctx: &Context, pclq: &PodClique, indices: &[u32]) -> Result<Vec<u32>, Error> {
+/// Creates the pods of `indices`; returns the indices created, and those whose create got no
+/// answer (it may have made the pod). Pods of a completion-aware clique are recorded in status
+/// right after, so a pod that vanishes later is known lost.
+async fn create_pods(
+    ctx: &Context,
+    pclq: &PodClique,
+    indices: &[u32],
+) -> Result<(Vec<u32>, Vec<u32>), Error> {
     let namespace = pclq.namespace().unwrap_or_default();
     let Some(pod_context) = pod_context(ctx, pclq)? else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     };
     let pods = indices
         .iter()
@@ -208,14 +230,19 @@ async fn create_pods(ctx: &Context, pclq: &PodClique, indices: &[u32]) -> Result
         .buffer_unordered(PARALLEL_REQUESTS)
         .collect()
         .await;
-    let mut created = Vec::new();
+    let (mut created, mut unanswered) = (Vec::new(), Vec::new());
     for (i, result) in results {
         match result {
             Ok(_) => created.push(i),
-            Err(error) => tracing::warn!(pod_index = i, %error, "failed to create a pod"),
+            Err(error) => {
+                if error.unanswered() {
+                    unanswered.push(i);
+                }
+                tracing::warn!(pod_index = i, %error, "failed to create a pod");
+            }
         }
     }
-    Ok(created)
+    Ok((created, unanswered))
 }
 
 /// Where the clique sits, from the cached parents; `None` while they are not cached yet.
@@ -248,8 +275,9 @@ fn pod_context(ctx: &Context, pclq: &PodClique) -> Result<Option<build::PodConte
 
 /// The semantics module's view of a clique and its pods (pods of this PodClique object only:
 /// an older PodClique of the same name owned other pods). `known`: indices whose pod was seen
-/// Succeeded but whose success the status may not record yet (E1, E3).
-fn view(pclq: &PodClique, pods: &[&Pod], known: &BTreeSet<u32>) -> PodCliqueView {
+/// to exist, or to have Succeeded, before it vanished, which the status may not record yet
+/// (E1, E3).
+pub(super) fn view(pclq: &PodClique, pods: &[&Pod], known: &GonePods) -> PodCliqueView {
     let status = pclq.status.as_ref();
     let recorded = |list: Option<&Vec<i32>>| -> BTreeSet<u32> {
         list.into_iter()
@@ -260,6 +288,7 @@ fn view(pclq: &PodClique, pods: &[&Pod], known: &BTreeSet<u32>) -> PodCliqueView
     let pods: Vec<PodView> = pods.iter().filter_map(|p| pod_view(p)).collect();
     let mut created_indices = recorded(status.and_then(|s| s.created_pod_indices.as_ref()));
     created_indices.extend(pods.iter().map(|p| p.index));
+    created_indices.extend(&known.created);
     PodCliqueView {
         completion_aware: pclq.spec.is_completion_aware(),
         replicas: u32::try_from(pclq.spec.replicas).unwrap_or(0),
@@ -272,7 +301,7 @@ fn view(pclq: &PodClique, pods: &[&Pod], known: &BTreeSet<u32>) -> PodCliqueView
         pods,
         created_indices,
         succeeded_indices: recorded(status.and_then(|s| s.succeeded_pod_indices.as_ref()))
-            .union(known)
+            .union(&known.succeeded)
             .copied()
             .collect(),
     }
@@ -297,7 +326,7 @@ fn pod_view(pod: &Pod) -> Option<PodView> {
 fn desired_status(
     pclq: &PodClique,
     pods: &[&Pod],
-    known: &BTreeSet<u32>,
+    known: &GonePods,
     decision: &PodCliqueDecision,
     created: &[u32],
 ) -> PodCliqueStatus {
@@ -393,7 +422,7 @@ fn same_status(a: &PodCliqueStatus, b: &PodCliqueStatus) -> bool {
 fn failure_message(
     cause: FailureCause,
     pods: &[&Pod],
-    known: &BTreeSet<u32>,
+    known: &GonePods,
     pclq: &PodClique,
 ) -> String {
     match cause {
@@ -453,13 +482,16 @@ mod tests {
         let pclq = clique();
         let running: Vec<Pod> = (1..4).map(|i| pod(i, "Running")).collect();
         let pods: Vec<&Pod> = running.iter().collect();
-        let unknown = evaluate_podclique(&view(&pclq, &pods, &BTreeSet::new()));
+        let unknown = evaluate_podclique(&view(&pclq, &pods, &GonePods::default()));
         assert_eq!(
             unknown.outcome,
             Some(PodCliqueOutcome::Failed(FailureCause::PodLost)),
             "without the record the pod is lost"
         );
-        let known = BTreeSet::from([0]);
+        let known = GonePods {
+            created: BTreeSet::from([0]),
+            succeeded: BTreeSet::from([0]),
+        };
         let decision = evaluate_podclique(&view(&pclq, &pods, &known));
         assert_eq!(decision.outcome, None);
 

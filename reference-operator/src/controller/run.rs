@@ -455,7 +455,8 @@ mod tests {
     use k8s_openapi::api::core::v1::Pod;
 
     use super::*;
-    use crate::controller::context::Vanished;
+    use crate::controller::context::{GonePods, Vanished};
+    use crate::semantics::{FailureCause, PodCliqueOutcome, evaluate_podclique};
 
     fn pod(name: &str, index: u32, phase: &str) -> Pod {
         serde_json::from_value(serde_json::json!({
@@ -502,14 +503,15 @@ mod tests {
         events.send(send(e)).await.unwrap();
         let deleted = seen.next().await.unwrap();
         assert_eq!(deleted.metadata.name.as_deref(), Some("p0"));
-        assert_eq!(vanished.of("clique-1"), BTreeSet::from([0]));
+        assert_eq!(vanished.of("clique-1").succeeded, BTreeSet::from([0]));
         assert!(cache.get(&ObjectRef::new("p0").within("ns")).is_none());
 
-        // A running pod that is deleted is no success.
+        // A running pod that is deleted is no success, but it existed.
         let e = watcher::Event::Delete(pod("p1", 1, "Running"));
         events.send(send(e)).await.unwrap();
         seen.next().await.unwrap();
-        assert_eq!(vanished.of("clique-1"), BTreeSet::from([0]));
+        assert_eq!(vanished.of("clique-1").succeeded, BTreeSet::from([0]));
+        assert_eq!(vanished.of("clique-1").created, BTreeSet::from([0, 1]));
 
         // Seen Succeeded, then missing from a relist (the deletion fell into a watch gap).
         let e = watcher::Event::Apply(pod("p2", 2, "Succeeded"));
@@ -519,12 +521,64 @@ mod tests {
         events.send(send(watcher::Event::InitDone)).await.unwrap();
         let gone_in_gap = seen.next().await.unwrap();
         assert_eq!(gone_in_gap.metadata.name.as_deref(), Some("p2"));
-        assert_eq!(vanished.of("clique-1"), BTreeSet::from([0, 2]));
+        assert_eq!(vanished.of("clique-1").succeeded, BTreeSet::from([0, 2]));
 
         // Once the status records them, they are forgotten.
-        vanished.forget("clique-1", Some(&BTreeSet::from([0])));
-        assert_eq!(vanished.of("clique-1"), BTreeSet::from([2]));
+        let recorded = GonePods {
+            created: BTreeSet::from([0, 1]),
+            succeeded: BTreeSet::from([0]),
+        };
+        vanished.forget("clique-1", Some(&recorded));
+        assert_eq!(vanished.of("clique-1").succeeded, BTreeSet::from([2]));
+        assert_eq!(vanished.of("clique-1").created, BTreeSet::from([2]));
         vanished.forget("clique-1", None);
-        assert!(vanished.of("clique-1").is_empty());
+        assert_eq!(vanished.of("clique-1"), GonePods::default());
+    }
+
+    /// E3: a pod whose create this process never heard answered (the answer was lost), and
+    /// which the watch then shows created and deleted before it Succeeded, is lost: its clique
+    /// fails and no pod replaces it, although the status never recorded the index.
+    #[tokio::test]
+    async fn a_pod_created_without_an_answer_and_gone_before_it_succeeded_is_lost() {
+        let (mut events, stream) = futures::channel::mpsc::unbounded();
+        let vanished = Arc::new(Vanished::default());
+        let (out, mut seen) = unbounded();
+        let record = vanished.clone();
+        let (cache, _ready, task) = follow(
+            stream.boxed(),
+            trim_pod,
+            gone(move |p: &Pod| record.note(p)),
+            vec![out],
+        );
+        let _task = Task::spawn(task);
+        let send = |e| Ok::<_, watcher::Error>(e);
+        events.send(send(watcher::Event::Init)).await.unwrap();
+        events.send(send(watcher::Event::InitDone)).await.unwrap();
+
+        // ADDED, then DELETED without a terminal phase, delivered back to back.
+        let e = watcher::Event::Apply(pod("p0", 0, "Pending"));
+        events.send(send(e)).await.unwrap();
+        let e = watcher::Event::Delete(pod("p0", 0, "Running"));
+        events.send(send(e)).await.unwrap();
+        seen.next().await.unwrap();
+        let deleted = seen.next().await.unwrap();
+        assert_eq!(deleted.metadata.name.as_deref(), Some("p0"));
+        assert!(cache.state().is_empty());
+
+        // The clique of one pod: no index recorded as created (the create's answer was lost).
+        let pclq: PodClique = serde_json::from_value(serde_json::json!({
+            "apiVersion": "grove.io/v1alpha1", "kind": "PodClique",
+            "metadata": {"name": "job-0-worker", "namespace": "ns", "uid": "clique-1"},
+            "spec": {"roleName": "worker", "replicas": 1, "policy": {"completion": {}},
+                "podSpec": {"containers": [{"name": "main", "image": "busybox"}]}},
+            "status": {"createdPodIndices": [], "succeededPodIndices": []}
+        }))
+        .unwrap();
+        let decision = evaluate_podclique(&podclique::view(&pclq, &[], &vanished.of("clique-1")));
+        assert_eq!(
+            decision.outcome,
+            Some(PodCliqueOutcome::Failed(FailureCause::PodLost))
+        );
+        assert!(decision.create.is_empty(), "E3: no replacement");
     }
 }

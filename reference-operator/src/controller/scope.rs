@@ -23,8 +23,9 @@ use crate::names::{
     EVENT_RESTART_BUDGET_EXHAUSTED, LABEL_RESTART_ATTEMPT, REASON_RESTART_BUDGET_EXHAUSTED,
 };
 use crate::semantics::{
-    AggregateDecision, AggregateView, ChildState, ChildView, ReplicaAction, ReplicaView, Terminal,
-    evaluate_aggregate, evaluate_replica, parse_attempt_label, with_restart_count,
+    AggregateDecision, AggregateView, ChildState, ChildView, ReplicaAction, ReplicaOutcome,
+    ReplicaView, Terminal, evaluate_aggregate, evaluate_replica, parse_attempt_label,
+    with_restart_count,
 };
 
 /// How many requests of one kind a reconcile keeps in flight.
@@ -127,6 +128,8 @@ pub(super) struct Scope {
     pub terminal: Option<Terminal>,
     /// `replicaRestartCounts` as read.
     pub counts: Vec<i32>,
+    /// The replicas recorded Completed, as read (`status.completedReplicas`).
+    pub completed: Vec<i32>,
     /// `failure.maxRestarts`.
     pub max_restarts: u32,
     /// `success.targetNames`.
@@ -153,6 +156,10 @@ pub(super) struct Restart {
 pub(super) struct Plan {
     /// `replicaRestartCounts` to persist (incremented entries included: O2).
     pub counts: Vec<i32>,
+    /// The replicas to record Completed (those recorded before included), persisted with the
+    /// decision that completes them and before its deletes (C4: a finished replica stays
+    /// finished once its children are gone, and across a restart).
+    pub completed: Vec<i32>,
     /// The terminal condition to persist on the parent (E11).
     pub aggregate: Option<AggregateDecision>,
     /// Gang restarts decided now (EV3).
@@ -196,6 +203,7 @@ impl Scope {
     pub(super) fn plan(&self, now: Timestamp) -> Plan {
         let mut plan = Plan {
             counts: self.counts.clone(),
+            completed: self.completed.clone(),
             ..Plan::default()
         };
         let mut outcomes = Vec::with_capacity(self.replicas.len());
@@ -203,6 +211,7 @@ impl Scope {
             let view = ReplicaView {
                 completion_aware: self.aware,
                 scope_terminal: self.terminal,
+                recorded_completed: self.recorded_completed(j),
                 restart_count: crate::semantics::restart_count(&self.counts, j),
                 max_restarts: self.max_restarts,
                 target_names: self.target_names.clone(),
@@ -212,6 +221,9 @@ impl Scope {
             };
             let decision = evaluate_replica(&view);
             outcomes.push(decision.outcome);
+            if self.aware && decision.outcome == ReplicaOutcome::Completed {
+                plan.record_completed(j);
+            }
             if let Some(d) = Decision::of(j, &decision.action) {
                 plan.decisions.push(d);
             }
@@ -317,6 +329,11 @@ impl Scope {
         plan
     }
 
+    /// Whether replica `j` is recorded Completed.
+    pub(super) fn recorded_completed(&self, j: usize) -> bool {
+        recorded_completed(&self.completed, j)
+    }
+
     /// The terminal condition to hold after `plan`: the persisted one, or the new one.
     pub(super) fn terminal_conditions(&self, plan: &Plan) -> Vec<Desired> {
         match plan.aggregate {
@@ -339,7 +356,21 @@ impl Scope {
     }
 }
 
+/// Whether replica `j` is in a `completedReplicas` record.
+pub(super) fn recorded_completed(record: &[i32], j: usize) -> bool {
+    i32::try_from(j).is_ok_and(|j| record.contains(&j))
+}
+
 impl Plan {
+    fn record_completed(&mut self, j: usize) {
+        if let Ok(j) = i32::try_from(j)
+            && !self.completed.contains(&j)
+        {
+            self.completed.push(j);
+            self.completed.sort_unstable();
+        }
+    }
+
     fn retry_at(&mut self, after: Option<Duration>) {
         if let Some(after) = after {
             self.retry = Some(self.retry.map_or(after, |r| r.min(after)));

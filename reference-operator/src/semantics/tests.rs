@@ -63,6 +63,7 @@ fn replica(children: Vec<ChildView>) -> ReplicaView {
     ReplicaView {
         completion_aware: children.iter().any(|c| c.completion_aware),
         scope_terminal: None,
+        recorded_completed: false,
         restart_count: 0,
         max_restarts: 1,
         target_names: None,
@@ -336,6 +337,45 @@ fn row2_a_terminal_scope_only_cleans_up() {
     let d = evaluate_replica(&view);
     assert_eq!(d.outcome, ReplicaOutcome::Failed);
     assert!(matches!(d.action, ReplicaAction::Cleanup { .. }));
+}
+
+#[test]
+fn row2_a_replica_recorded_completed_is_never_run_again() {
+    // Completed by its leader (row 4); the parent records it with that decision.
+    let mut view = replica(vec![
+        child("leader", true, ChildState::Completed),
+        child("worker", true, ChildState::Active),
+    ]);
+    view.target_names = Some(vec!["leader".into()]);
+    let d = evaluate_replica(&view);
+    assert_eq!(d.outcome, ReplicaOutcome::Completed);
+    assert_eq!(d.action.row().1, "complete");
+    // Its children deleted since (the worker by C2, the leader by a user): the record keeps
+    // it finished, nothing is created (C4), and it still counts as Completed (E11).
+    view.recorded_completed = true;
+    for c in &mut view.children {
+        c.state = ChildState::Missing;
+    }
+    let d = evaluate_replica(&view);
+    assert_eq!(d.outcome, ReplicaOutcome::Completed);
+    assert_eq!(d.action, ReplicaAction::Cleanup { delete: vec![] });
+    // Without the record the same view is a new replica to create.
+    view.recorded_completed = false;
+    let d = evaluate_replica(&view);
+    assert_eq!(d.outcome, ReplicaOutcome::Running);
+    assert!(matches!(d.action, ReplicaAction::Maintain { ref create } if create.len() == 2));
+    // A child failing under the record restarts nothing (E10): it is only cleaned up.
+    view.recorded_completed = true;
+    view.children[1].state = ChildState::Failed;
+    view.children[0].state = ChildState::Active;
+    let d = evaluate_replica(&view);
+    assert_eq!(d.outcome, ReplicaOutcome::Completed);
+    assert_eq!(
+        d.action,
+        ReplicaAction::Cleanup {
+            delete: objects(&["leader"])
+        }
+    );
 }
 
 #[test]
@@ -826,6 +866,7 @@ fn simulate_replica(
     let mut view = ReplicaView {
         completion_aware: true,
         scope_terminal: None,
+        recorded_completed: false,
         restart_count: 0,
         max_restarts,
         target_names: targets,

@@ -127,6 +127,8 @@ impl Monitor {
                 let t = self.replicas.entry(key).or_default();
                 t.pending = None;
                 t.authorized_at = Some(idx);
+                // A new attempt: a completion seen before it no longer makes the replica final.
+                t.completed_at = None;
             }
         }
     }
@@ -160,9 +162,44 @@ impl Monitor {
                 }
             }
             Kind::PodClique | Kind::PodCliqueScalingGroup => {
-                self.creation_in_terminal_replica(idx, e, &e.object, e.kind);
+                if !self.creation_in_terminal_replica(idx, e, &e.object, e.kind) {
+                    self.rerun_of_completed_replica(idx, e);
+                }
             }
             Kind::PodCliqueSet | Kind::Event => {}
+        }
+    }
+
+    /// C4 for a replica that became complete (E7) without its parent's terminal condition (a
+    /// parent with other replicas still running): a PodClique or PCSG of it created again after
+    /// its predecessor of the same name in the same replica started being deleted once the
+    /// replica was complete (cleaned up, C2 and C3, or deleted by a user). The predecessor's
+    /// deletion rules out a create that was decided before the completion and landed after it
+    /// (a new child made in the moment its replica completes is the race the persisted
+    /// guard above allows); a pod is never judged here: a pod create already under way in a
+    /// child clique is cleaned up with it (C2, C3).
+    fn rerun_of_completed_replica(&mut self, idx: usize, e: &Entry) {
+        for key in self.replicas_of(&e.object, e.kind) {
+            let Some(done) = self.replicas.get(&key).and_then(|t| t.completed_at) else {
+                continue;
+            };
+            let predecessor = self
+                .objs
+                .iter()
+                .filter(|(uid, o)| **uid != e.uid && o.kind == e.kind && o.name == e.name)
+                .filter_map(|(_, o)| o.deleting.filter(|d| *d > done).map(|d| (d, o)))
+                .find(|(_, o)| self.replicas_of(&o.object, o.kind).contains(&key))
+                .map(|(d, _)| d);
+            let Some(deleted) = predecessor else {
+                continue;
+            };
+            let parent = &self.objs[&key.0];
+            let message = format!(
+                "{} {} created again inside replica {} of {} {}, which became complete before its predecessor was deleted",
+                e.kind, e.name, key.1, parent.kind, parent.name
+            );
+            self.violate("C4", message, vec![done, deleted, idx]);
+            return;
         }
     }
 
@@ -173,13 +210,14 @@ impl Monitor {
     /// no implementation can order a creation against another object's status write, and the
     /// parent's cleanup (C2, C3) removes what was made. The recreation guard applies from the
     /// persisted decision on.
+    /// Returns whether it found one.
     fn creation_in_terminal_replica(
         &mut self,
         idx: usize,
         e: &Entry,
         scope_object: &Value,
         kind: Kind,
-    ) {
+    ) -> bool {
         for key in self.replicas_of(scope_object, kind) {
             if !self.replica_aware(&key) {
                 continue;
@@ -196,9 +234,10 @@ impl Monitor {
                     e.kind, e.name, key.1, parent.kind, parent.name
                 );
                 self.violate("C4", message, vec![at, idx]);
-                return;
+                return true;
             }
         }
+        false
     }
 
     /// E3: the implementation creates no replacement pod in a completion-aware PodClique (same

@@ -56,6 +56,7 @@ fn scope(replicas: Vec<Vec<Slot>>, counts: Vec<i32>, max_restarts: u32) -> Scope
         aware: true,
         terminal: None,
         counts,
+        completed: Vec::new(),
         max_restarts,
         target_names: None,
         termination_delay: SignedDuration::from_secs(30),
@@ -274,4 +275,57 @@ fn a_regular_breach_is_looked_at_again_when_its_delay_runs_out_and_extras_go() {
         "R5"
     );
     assert_eq!(plan.recreate.len(), 1, "recreated under the same attempt");
+}
+
+/// C4: a replica that completed while another still runs is recorded with the decision that
+/// completes it, and once a user deletes its remaining children nothing of it is created
+/// again; it still counts as Completed for the parent (E11).
+#[test]
+fn a_completed_replica_is_recorded_and_never_run_again() {
+    let done = Some(("Completed", "2020-01-01T00:00:00Z"));
+    let slot_of = |j: usize, template: &str, existing: Option<Existing>| Slot {
+        template: template.into(),
+        object_name: format!("g-{j}-{template}"),
+        aware: true,
+        existing,
+    };
+    let running = |j: usize| {
+        vec![
+            slot_of(j, "leader", Some(clique(&format!("g-{j}-leader"), 0, None))),
+            slot_of(j, "worker", Some(clique(&format!("g-{j}-worker"), 0, None))),
+        ]
+    };
+    let mut s = scope(
+        vec![
+            vec![
+                slot_of(0, "leader", Some(clique("g-0-leader", 0, done))),
+                slot_of(0, "worker", Some(clique("g-0-worker", 0, None))),
+            ],
+            running(1),
+        ],
+        vec![0, 0],
+        1,
+    );
+    s.target_names = Some(vec!["leader".into()]);
+    let plan = s.plan(now());
+    assert_eq!(
+        plan.completed,
+        vec![0],
+        "recorded with the completing decision"
+    );
+    assert_eq!(deleted(&plan), [("g-0-worker".to_string(), Guard::Version)]);
+    assert_eq!(plan.aggregate, None, "replica 1 still runs");
+
+    // The record persisted, the worker gone (C2), then the leader deleted by a user.
+    s.completed = plan.completed;
+    s.replicas[0] = vec![slot_of(0, "leader", None), slot_of(0, "worker", None)];
+    let plan = s.plan(now());
+    assert!(plan.creates.is_empty() && plan.recreate.is_empty(), "C4");
+    assert_eq!(plan.completed, vec![0]);
+
+    // Replica 1 completes: the parent is Completed, replica 0 counting through its record.
+    s.replicas[1][0] = slot_of(1, "leader", Some(clique("g-1-leader", 0, done)));
+    let plan = s.plan(now());
+    assert_eq!(plan.aggregate, Some(AggregateDecision::Complete));
+    assert_eq!(plan.completed, vec![0, 1]);
 }

@@ -353,11 +353,13 @@ impl Monitor {
         };
         match parent.kind {
             Kind::PodCliqueSet => u64::from(shape.max_restarts),
-            _ => shape
+            Kind::PodCliqueScalingGroup => shape
                 .groups
                 .iter()
                 .find(|g| parent.name.ends_with(&format!("-{}", g.name)))
                 .map_or(0, |g| u64::from(g.max_restarts)),
+            // Only a PCS or a PCSG has replicas with a budget.
+            Kind::Pod | Kind::PodClique | Kind::Event => 0,
         }
     }
 

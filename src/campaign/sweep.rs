@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::catalog::{Case, ControllerAction, RequestPin, StepKind};
+use crate::catalog::{Case, ControllerAction, RequestPin, StepKind, Trigger};
 use crate::proxy::RequestInfo;
 use crate::report::{Outcome, RunEvent, Verdict};
 use crate::runner::case::{RunContext, run_case};
@@ -68,10 +68,26 @@ pub struct Sweep {
 /// Why a case cannot be swept, if it cannot: crashes of its own would fight the pinned one
 /// (pausing and resuming is fine: a paused implementation makes no request to pin).
 pub fn unsweepable(case: &Case) -> Option<String> {
-    case.steps
-        .iter()
-        .any(|s| matches!(&s.kind, StepKind::Controller(c) if c.action == ControllerAction::Crash))
-        .then(|| "the case crashes the implementation itself".into())
+    let controls = || {
+        case.steps.iter().filter_map(|s| match &s.kind {
+            StepKind::Controller(c) => Some(c),
+            StepKind::Apply(_)
+            | StepKind::Update(_)
+            | StepKind::Delete(_)
+            | StepKind::Reject(_)
+            | StepKind::Pods(_)
+            | StepKind::Remember(_)
+            | StepKind::Expect(_) => None,
+        })
+    };
+    if controls().any(|c| c.action == ControllerAction::Crash) {
+        return Some("the case crashes the implementation itself".into());
+    }
+    // The proxy holds one set of fault rules: the case's own pin and the sweep's cannot
+    // both stand, so every point would go unreached.
+    controls()
+        .any(|c| matches!(c.when, Some(Trigger::Request(_))))
+        .then(|| "the case pins its own requests, and the API proxy holds one pin at a time".into())
 }
 
 /// The pin that crashes at write `k` (1-based) of `writes`: its verb, resource, subresource
@@ -293,6 +309,24 @@ mod tests {
 
     fn write(method: &str, path: &str) -> RequestInfo {
         RequestInfo::parse(method, path, "")
+    }
+
+    #[test]
+    fn a_case_with_its_own_pins_or_crashes_is_not_swept() {
+        let catalog =
+            crate::catalog::load_catalog(std::path::Path::new(".")).expect("the catalog loads");
+        let case = |name: &str| {
+            catalog
+                .cases
+                .iter()
+                .find(|c| c.name == name)
+                .unwrap_or_else(|| panic!("{name} is in the catalog"))
+        };
+        let pinned = unsweepable(case("pod-created-without-an-answer-then-deleted-fails-clique"));
+        assert!(pinned.is_some_and(|why| why.contains("pins its own requests")));
+        let crashes = unsweepable(case("crash-between-attempts"));
+        assert!(crashes.is_some_and(|why| why.contains("crashes the implementation")));
+        assert_eq!(unsweepable(case("one-failure-restarts-gang")), None);
     }
 
     #[test]

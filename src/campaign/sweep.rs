@@ -322,7 +322,9 @@ mod tests {
                 .find(|c| c.name == name)
                 .unwrap_or_else(|| panic!("{name} is in the catalog"))
         };
-        let pinned = unsweepable(case("pod-created-without-an-answer-then-deleted-fails-clique"));
+        let pinned = unsweepable(case(
+            "pod-created-without-an-answer-then-deleted-fails-clique",
+        ));
         assert!(pinned.is_some_and(|why| why.contains("pins its own requests")));
         let crashes = unsweepable(case("crash-between-attempts"));
         assert!(crashes.is_some_and(|why| why.contains("crashes the implementation")));

@@ -144,6 +144,32 @@ fn stderr_note(stderr: &str) -> String {
     }
 }
 
+/// Waits, up to [`NODE_TRANSITION_TIMEOUT`], until `condition` holds for the object `name` of
+/// `api`. `awaited` names what is waited for (a failed watch), `late` what did not happen in
+/// time.
+async fn wait_for<K>(
+    api: Api<K>,
+    name: &str,
+    condition: impl kube::runtime::wait::Condition<K>,
+    awaited: impl FnOnce() -> String,
+    late: impl FnOnce() -> String,
+) -> Result<(), RealPodsError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    tokio::time::timeout(
+        NODE_TRANSITION_TIMEOUT,
+        await_condition(api, name, condition),
+    )
+    .await
+    .map_err(|_| RealPodsError::TimedOut { what: late() })?
+    .map_err(|source| RealPodsError::Wait {
+        what: awaited(),
+        source,
+    })?;
+    Ok(())
+}
+
 /// How the harness can take a node away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeControl {
@@ -307,22 +333,20 @@ impl RealPods {
                     || restarts(p) > restarts_before
             })
         };
-        tokio::time::timeout(
-            NODE_TRANSITION_TIMEOUT,
-            await_condition(self.api(namespace), pod, reported),
+        let waited = wait_for(
+            self.api(namespace),
+            pod,
+            reported,
+            || format!("pod {namespace}/{pod} exited"),
+            || format!("the kubelet did not report the exit of pod {namespace}/{pod}"),
         )
-        .await
-        .map_err(|_| match written {
-            Err(e) => RealPodsError::ExitNotWritten(Box::new(e)),
-            Ok(()) => RealPodsError::TimedOut {
-                what: format!("the kubelet did not report the exit of pod {namespace}/{pod}"),
-            },
-        })?
-        .map_err(|source| RealPodsError::Wait {
-            what: format!("pod {namespace}/{pod} exited"),
-            source,
-        })?;
-        Ok(())
+        .await;
+        match (waited, written) {
+            (Err(RealPodsError::TimedOut { .. }), Err(e)) => {
+                Err(RealPodsError::ExitNotWritten(Box::new(e)))
+            }
+            (waited, _) => waited,
+        }
     }
 
     /// The UIDs of the pods bound to `node` (outside `kube-system`).
@@ -358,19 +382,14 @@ impl RealPods {
                 .and_then(|s| s.conditions.as_ref())
                 .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == want))
         };
-        tokio::time::timeout(
-            NODE_TRANSITION_TIMEOUT,
-            await_condition(self.api(namespace), pod, flipped),
+        wait_for(
+            self.api(namespace),
+            pod,
+            flipped,
+            || format!("pod {namespace}/{pod} is Ready={want}"),
+            || format!("the Ready condition of pod {namespace}/{pod} did not turn {want} (does the container have the readiness probe on {READY_FILE}?)"),
         )
         .await
-        .map_err(|_| RealPodsError::TimedOut {
-            what: format!("the Ready condition of pod {namespace}/{pod} did not turn {want} (does the container have the readiness probe on {READY_FILE}?)"),
-        })?
-        .map_err(|source| RealPodsError::Wait {
-            what: format!("pod {namespace}/{pod} is Ready={want}"),
-            source,
-        })?;
-        Ok(())
     }
 
     /// The node the pod is bound to.
@@ -424,18 +443,14 @@ impl RealPods {
         run(kill, &format!("docker kill {node}")).await?;
         let nodes: Api<Node> = Api::all(self.client.clone());
         let not_ready = |n: Option<&Node>| n.and_then(node_ready) == Some(false);
-        tokio::time::timeout(
-            NODE_TRANSITION_TIMEOUT,
-            await_condition(nodes, node, not_ready),
+        wait_for(
+            nodes,
+            node,
+            not_ready,
+            || format!("node {node} is NotReady"),
+            || format!("node {node} was not marked NotReady after its container was killed"),
         )
-        .await
-        .map_err(|_| RealPodsError::TimedOut {
-            what: format!("node {node} was not marked NotReady after its container was killed"),
-        })?
-        .map_err(|source| RealPodsError::Wait {
-            what: format!("node {node} is NotReady"),
-            source,
-        })?;
+        .await?;
         for (namespace, name, uid) in &victims {
             let uid = uid.clone();
             let marked = move |p: Option<&Pod>| {
@@ -444,18 +459,14 @@ impl RealPods {
                         || p.metadata.deletion_timestamp.is_some()
                 })
             };
-            tokio::time::timeout(
-                NODE_TRANSITION_TIMEOUT,
-                await_condition(self.api(namespace), name, marked),
+            wait_for(
+                self.api(namespace),
+                name,
+                marked,
+                || format!("pod {namespace}/{name} is evicted"),
+                || format!("pod {namespace}/{name} on the lost node {node} was not evicted"),
             )
-            .await
-            .map_err(|_| RealPodsError::TimedOut {
-                what: format!("pod {namespace}/{name} on the lost node {node} was not evicted"),
-            })?
-            .map_err(|source| RealPodsError::Wait {
-                what: format!("pod {namespace}/{name} is evicted"),
-                source,
-            })?;
+            .await?;
         }
         let mut start = docker::command();
         start.args(["start", node]);
@@ -467,16 +478,14 @@ impl RealPods {
     pub async fn recover_node(&self, node: &str) -> Result<(), RealPodsError> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let ready = |n: Option<&Node>| n.and_then(node_ready) == Some(true);
-        tokio::time::timeout(NODE_TRANSITION_TIMEOUT, await_condition(nodes, node, ready))
-            .await
-            .map_err(|_| RealPodsError::TimedOut {
-                what: format!("node {node} was not Ready again after its container restarted"),
-            })?
-            .map_err(|source| RealPodsError::Wait {
-                what: format!("node {node} is Ready"),
-                source,
-            })?;
-        Ok(())
+        wait_for(
+            nodes,
+            node,
+            ready,
+            || format!("node {node} is Ready"),
+            || format!("node {node} was not Ready again after its container restarted"),
+        )
+        .await
     }
 
     fn api(&self, namespace: &str) -> Api<Pod> {

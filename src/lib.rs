@@ -13,7 +13,7 @@
 //! - [`campaign`]: many runs at once: `bench` and the crash `sweep`.
 
 pub use grove_conformance_core::{
-    catalog, diff, errors, matcher, monitor, report, snapshot, vocab,
+    catalog, diff, errors, matcher, monitor, report, schedule, snapshot, vocab,
 };
 
 pub mod campaign;

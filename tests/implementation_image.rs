@@ -116,6 +116,7 @@ fn the_reference_operator_image_passes_cases_that_pause_and_crash_it() {
         log_dir: logs.path().to_path_buf(),
         fail_fast: false,
         api_proxy: true,
+        durations: Default::default(),
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (results, version_log) = runtime.block_on(async {

@@ -9,6 +9,7 @@
 //! - [`monitor`]: the always-on invariant monitor over a case's timeline;
 //! - [`report`]: outcomes, the run's event stream, and its writers (console, JUnit, the
 //!   conformance report, the HTML page);
+//! - [`schedule`]: durations of a previous run, the order cases start in, shards;
 //! - [`errors`]: the one error-chain printer.
 //!
 //! Its modules may use one another and the crates its manifest lists; nothing here talks to a
@@ -20,5 +21,6 @@ pub mod errors;
 pub mod matcher;
 pub mod monitor;
 pub mod report;
+pub mod schedule;
 pub mod snapshot;
 pub mod vocab;

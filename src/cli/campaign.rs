@@ -7,11 +7,19 @@ use grove_conformance::catalog;
 use grove_conformance::errors;
 use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::report;
+use grove_conformance::schedule::Shard;
 use grove_conformance::target::TargetSpec;
 
 use super::{load, runtime};
 
-pub(crate) fn sweep(root: &Path, filter: &[String], after: bool, out: &Path) -> i32 {
+pub(crate) fn sweep(
+    root: &Path,
+    filter: &[String],
+    after: bool,
+    out: &Path,
+    shard: Option<Shard>,
+    durations: Option<&Path>,
+) -> i32 {
     use grove_conformance::campaign::sweep;
     use grove_conformance::runner::case::RunContext;
     let catalog = match load(root) {
@@ -32,6 +40,24 @@ pub(crate) fn sweep(root: &Path, filter: &[String], after: bool, out: &Path) -> 
         eprintln!("error: the filter selected no case");
         return report::NO_CASES;
     }
+    let cases = match shard {
+        None => cases,
+        Some(s) => {
+            let durations = match super::shard::load_durations(durations, root) {
+                Ok(d) => d,
+                Err(code) => return code,
+            };
+            let mine = super::shard::shard_cases(&cases, &catalog, &durations, s);
+            if mine.is_empty() {
+                println!(
+                    "shard {s}: none of the {} selected case(s) falls in this shard; nothing to sweep",
+                    cases.len()
+                );
+                return report::SUCCESS;
+            }
+            mine
+        }
+    };
     let logs = out.join("logs");
     if let Err(e) = std::fs::create_dir_all(&logs) {
         eprintln!("error: failed to create {}: {e}", logs.display());

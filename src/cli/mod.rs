@@ -4,6 +4,7 @@
 //! - `setup`, `up`: the control-plane binaries and kind assets, a standing cluster ([`setup`]);
 //! - `lint`, `coverage`: the catalog checked and its clause coverage ([`lint`]);
 //! - `bench`, `sweep`: many runs at once ([`campaign`]);
+//! - `durations`, `merge`: the durations runs are planned with, shards joined ([`shard`]);
 //! - `reference-operator`: the reference operator itself ([`operator`]).
 //!
 //! Only this folder and the reporters print; the library logs through `tracing`.
@@ -11,8 +12,10 @@
 mod campaign;
 mod lint;
 mod operator;
+mod reports;
 mod run;
 mod setup;
+mod shard;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -85,6 +88,42 @@ enum Command {
         /// Folder holding `cases/` and `fixtures/`.
         #[arg(long, default_value = ".")]
         catalog: PathBuf,
+        /// Sweep only shard I of N (1-based) of the selected cases, balanced by duration.
+        #[arg(long, value_name = "I/N")]
+        shard: Option<grove_conformance::schedule::Shard>,
+        /// The durations `--shard` balances by (default: the catalog's `durations.yaml`).
+        #[arg(long, value_name = "FILE")]
+        durations: Option<PathBuf>,
+    },
+    /// Print (or write) each case's median wall time over the runs whose `conformance.yaml`
+    /// files (or folders holding them, as `bench` leaves them) are given: the durations `run`
+    /// plans its order and `--shard` balances shards with.
+    Durations {
+        /// Folder holding `cases/` and `fixtures/`: only its cases are kept.
+        #[arg(long, default_value = ".")]
+        catalog: PathBuf,
+        /// Write them to this file (the catalog's `durations.yaml`) instead of printing them.
+        #[arg(long)]
+        write: Option<PathBuf>,
+        /// `conformance.yaml` files, or folders searched for them.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
+    /// Merge the results of the shards of one run (each a `run --shard I/N` results folder,
+    /// or its `results.json`) into the JUnit, `conformance.{yaml,md,html}` and
+    /// `results.json` one run would have written. Refuses shards of different catalogs,
+    /// revisions, implementations or selections, and names missing or repeated shards and
+    /// cases (exit 2); otherwise exits as `run` would have.
+    Merge {
+        /// Folder for the merged results.
+        #[arg(long, default_value = "grove-conformance-results")]
+        out: PathBuf,
+        /// Where the merged JUnit XML goes (default: <out>/junit.xml).
+        #[arg(long)]
+        junit: Option<PathBuf>,
+        /// The shards' results folders.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
     },
     /// Check the whole catalog; fails when a case is invalid or a core clause is cited by no case.
     Lint {
@@ -152,7 +191,15 @@ pub fn main() -> ExitCode {
             after,
             out,
             catalog,
-        } => campaign::sweep(&catalog, &filter, after, &out),
+            shard,
+            durations,
+        } => campaign::sweep(&catalog, &filter, after, &out, shard, durations.as_deref()),
+        Command::Durations {
+            catalog,
+            write,
+            inputs,
+        } => shard::durations(&catalog, &inputs, write.as_deref()),
+        Command::Merge { out, junit, dirs } => shard::merge(&dirs, &out, junit),
         Command::Lint { catalog } => lint::lint(&catalog),
         Command::Coverage {
             catalog,

@@ -7,18 +7,19 @@ use std::sync::Arc;
 
 use clap::ValueEnum;
 use grove_conformance::catalog::{self, Profile};
-use grove_conformance::diff::Style;
 use grove_conformance::errors;
 use grove_conformance::implementation::admission::{
     self, AdmissionOptions, Prepared, WebhookConfiguration,
 };
 use grove_conformance::implementation::{ImplementationSpec, Setup};
-use grove_conformance::report::{self, ConformanceReport, ProgressLine};
+use grove_conformance::report::{self, ProgressLine, RunRecord};
 use grove_conformance::runner::{self, RunSettings, Selection};
+use grove_conformance::schedule::Shard;
 use grove_conformance::target::{self, TargetGuard, TargetOptions, TargetSpec};
 use grove_conformance::vocab::{Revision, Vocabulary};
 
-use super::{load, runtime};
+use super::reports::{Reports, today};
+use super::{load, runtime, shard};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum ImplementationKind {
@@ -102,6 +103,15 @@ pub(crate) struct RunArgs {
     /// Keep each case's namespace afterwards.
     #[arg(long)]
     keep_namespaces: bool,
+    /// The cases' durations in a previous run, read from its `conformance.yaml` (or a
+    /// `durations.yaml`): cases start longest first, and `--shard` balances by them (default:
+    /// the catalog's `durations.yaml`, when it has one).
+    #[arg(long, value_name = "FILE")]
+    durations: Option<PathBuf>,
+    /// Run only shard I of N (1-based, as in 2/4) of the selected cases: every case is in
+    /// exactly one shard, shards balanced by duration; `merge` joins their results.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<Shard>,
     /// Do not install the Grove CRDs (the cluster has them already).
     #[arg(long)]
     no_install_crds: bool,
@@ -126,20 +136,57 @@ pub(crate) struct RunArgs {
 /// code as `Err`; `Ok` is the run's exit code.
 pub(crate) fn run(args: &RunArgs) -> Result<i32, i32> {
     let catalog = Arc::new(load(&args.catalog)?);
-    let cases = select(&catalog, args)?;
+    let selected = select(&catalog, args)?;
+    let durations = shard::load_durations(args.durations.as_deref(), &args.catalog)?;
+    let digest = shard::catalog_digest(&catalog)?;
+    let cases = match args.shard {
+        Some(s) => shard::shard_cases(&selected, &catalog, &durations, s),
+        None => selected.clone(),
+    };
     create_out_dir(&args.out)?;
     // The implementation's own files are read and checked before anything starts.
     let scratch = scratch_dir()?;
     let prepared = prepare_admission(args, scratch.path())?;
     let implementation = implementation(args, &prepared)?;
     let (impl_name, impl_version) = implementation_name(args, &implementation);
-    let settings = run_settings(args, implementation);
+    let named = report::Implementation {
+        name: impl_name,
+        version: impl_version,
+    };
+    let identity = shard::identity(&named, args.revision, digest, &selected);
+    let reports = Reports {
+        out: &args.out,
+        junit: args.junit.clone(),
+        implementation: named,
+        revision: args.revision,
+        date: today(),
+    };
+    if cases.is_empty() {
+        // Only a shard can be empty (an empty selection exited 104 above); its results
+        // still go out, so that `merge` finds every shard.
+        let shard = args.shard.expect("only a shard selects nothing here");
+        println!(
+            "shard {shard}: none of the {} selected case(s) falls in this shard; nothing to run",
+            selected.len()
+        );
+        let results = report::RunResults::default();
+        reports.write(
+            &results,
+            &RunRecord::new(identity, args.shard, &reports.date, &results),
+        );
+        return Ok(report::SUCCESS);
+    }
+    let settings = RunSettings {
+        durations,
+        ..run_settings(args, implementation)
+    };
     let spec = target_spec(args)?;
     let results = runtime().block_on(async {
         let mut target = acquire_target(&spec, !args.no_install_crds, &prepared).await?;
         execute(&mut target, &prepared.webhooks, catalog, cases, &settings).await
     })?;
-    write_reports(args, &results, impl_name, impl_version);
+    let record = RunRecord::new(identity, args.shard, &reports.date, &results);
+    reports.write(&results, &record);
     Ok(report::exit_code(&results))
 }
 
@@ -201,6 +248,7 @@ fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -> RunSettin
         log_dir: args.out.join("logs"),
         fail_fast: args.fail_fast,
         api_proxy: !args.no_api_proxy,
+        durations: Default::default(),
     }
 }
 
@@ -379,73 +427,4 @@ fn implementation_name(args: &RunArgs, implementation: &ImplementationSpec) -> (
             _ => (implementation.display_name(), "unknown".to_string()),
         },
     }
-}
-
-/// The failed and errored cases' details for the terminal (coloured when stdout is one), each
-/// failed case's whole timeline written to `<out>/timelines/<area>.<name>.txt` for the line
-/// that says how many entries the terminal leaves out.
-fn failure_details(out: &Path, results: &report::RunResults) -> String {
-    let dir = out.join("timelines");
-    for r in &results.cases {
-        if let report::Outcome::Fail(f) = &r.outcome
-            && let Some(timeline) = &f.timeline
-        {
-            let file = dir.join(format!("{}.{}.txt", r.area, r.case));
-            if let Err(e) =
-                std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, timeline))
-            {
-                eprintln!("error: failed to write {}: {e}", file.display());
-            }
-        }
-    }
-    let style = if std::io::stdout().is_terminal() {
-        Style::Color
-    } else {
-        Style::Plain
-    };
-    report::failure_details(results, style, |r| {
-        dir.join(format!("{}.{}.txt", r.area, r.case))
-            .display()
-            .to_string()
-    })
-}
-
-/// The summary table, JUnit and the conformance report.
-fn write_reports(args: &RunArgs, results: &report::RunResults, name: String, version: String) {
-    print!("{}", failure_details(&args.out, results));
-    println!("{}", report::summary_table(results));
-    let junit_path = args
-        .junit
-        .clone()
-        .unwrap_or_else(|| args.out.join("junit.xml"));
-    if let Err(e) = report::write_junit(&junit_path, results, k8s_openapi::jiff::Timestamp::now()) {
-        eprintln!("error: {:#}", errors::chain(&e));
-    }
-    let date = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%d")
-        .to_string();
-    let conformance = ConformanceReport::new(
-        report::Implementation { name, version },
-        args.revision,
-        &date,
-        results,
-    );
-    for (file, text) in [
-        ("conformance.yaml", conformance.to_yaml()),
-        ("conformance.md", conformance.to_markdown()),
-        (
-            "conformance.html",
-            report::html::render(&conformance, results),
-        ),
-    ] {
-        if let Err(e) = std::fs::write(args.out.join(file), text) {
-            eprintln!("error: failed to write {file}: {e}");
-        }
-    }
-    println!(
-        "JUnit: {}  report: {} (page: {})",
-        junit_path.display(),
-        args.out.join("conformance.md").display(),
-        args.out.join("conformance.html").display()
-    );
 }

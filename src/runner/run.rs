@@ -9,13 +9,16 @@ use std::time::Instant;
 use futures::FutureExt;
 
 use tokio::sync::mpsc::UnboundedSender;
-use tokio::sync::{Mutex as AsyncMutex, RwLock, Semaphore};
+use tokio::sync::{
+    Mutex as AsyncMutex, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock, Semaphore,
+};
 
 use super::case::{RunContext, needs_exclusive, run_case_queued};
 use crate::catalog::{Case, Catalog, Profile};
 use crate::implementation::{ImplementationSpec, Instance};
 use crate::proxy::ApiProxy;
 use crate::report::{CaseResult, Outcome, Recorder, RunEvent, RunResults, TimeSplit};
+use crate::schedule::{self, Durations, Planned};
 use crate::target::TargetHandles;
 use crate::vocab::Vocabulary;
 
@@ -61,6 +64,9 @@ pub struct RunSettings {
     /// Route every implementation the harness starts through its API proxy (needed for
     /// `request:` crash pins; off only to measure what the proxy costs).
     pub api_proxy: bool,
+    /// The cases' durations in a previous run, for the order they start in (empty: catalog
+    /// order, exclusive cases first).
+    pub durations: Durations,
 }
 
 /// Runs `case` (`run` reports its result), turning a panic into an error result: a case the
@@ -121,20 +127,33 @@ pub fn default_jobs(real_kubelets: bool) -> usize {
     }
 }
 
-/// The order cases start in, each with whether it needs the cluster to itself: the cases
-/// that share the cluster first, in catalog order, then the exclusive ones, so these do not
-/// hold up the parallel ones.
-pub fn plan(cases: Vec<Case>, exclusive: impl Fn(&Case) -> bool) -> Vec<(Case, bool)> {
-    let mut planned: Vec<(Case, bool)> = cases
-        .into_iter()
-        .map(|c| {
-            let e = exclusive(&c);
-            (c, e)
+/// The order cases start in, each with whether it needs the cluster to itself
+/// ([`schedule::start_order`]): the exclusive ones first, then the others, each part longest
+/// first by `durations` (a case it does not know counts as the longest), equal ones in
+/// catalog order.
+pub fn plan(
+    cases: Vec<Case>,
+    durations: &Durations,
+    exclusive: impl Fn(&Case) -> bool,
+) -> Vec<(Case, bool)> {
+    let planned: Vec<Planned> = cases
+        .iter()
+        .enumerate()
+        .map(|(index, c)| Planned {
+            index,
+            duration: durations.planned(&c.name),
+            alone: exclusive(c),
         })
         .collect();
-    // A stable sort: catalog order within each part.
-    planned.sort_by_key(|(_, e)| *e);
-    planned
+    let order = schedule::start_order(&planned);
+    let mut cases: Vec<Option<Case>> = cases.into_iter().map(Some).collect();
+    order
+        .into_iter()
+        .map(|i| {
+            let case = cases[i].take().expect("each index once");
+            (case, planned[i].alone)
+        })
+        .collect()
 }
 
 /// How the implementation runs for the whole run, decided from the settings:
@@ -185,44 +204,54 @@ async fn start_shared(
 /// With fail-fast, the first case that failed or errored.
 type FirstFailure = Arc<std::sync::Mutex<Option<String>>>;
 
-/// Runs one planned case in its own task: a slot first, then the cluster lock (shared, or
-/// alone when `exclusive`), unless fail-fast already stopped the run.
-fn spawn_case(
-    context: Arc<RunContext>,
+/// What lets a started case use the cluster: a share of it, or all of it.
+enum ClusterGuard {
+    Shared(#[allow(dead_code)] OwnedRwLockReadGuard<()>),
+    Alone(#[allow(dead_code)] OwnedRwLockWriteGuard<()>),
+}
+
+/// Starts one planned case, unless fail-fast already stopped the run: a slot first, then the
+/// cluster lock (shared, or alone when `exclusive`), both taken here, before the case's task
+/// is spawned, so that the caller starting cases one after another starts them in its order.
+/// Always the slot first, then the lock: a case holding the write lock never waits for a
+/// slot, since the slots are held only by cases already running.
+async fn start_case(
+    context: &Arc<RunContext>,
     case: Case,
     exclusive: bool,
-    slots: Arc<Semaphore>,
-    cluster: Arc<RwLock<()>>,
+    slots: &Arc<Semaphore>,
+    cluster: &Arc<RwLock<()>>,
     fail_fast: Option<FirstFailure>,
 ) -> tokio::task::JoinHandle<()> {
+    let slot = slots
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("the semaphore is never closed");
+    let stopped = |first: &FirstFailure| first.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some(failed) = fail_fast.as_ref().and_then(stopped) {
+        let mut result = broken(&case, String::new(), Instant::now());
+        result.outcome = Outcome::Skip {
+            reason: format!("not run: --fail-fast stopped the run after `{failed}` failed"),
+        };
+        let _ = context
+            .events
+            .send(RunEvent::CaseFinished(Box::new(result)));
+        return tokio::spawn(async {});
+    }
+    let queued = Instant::now();
+    let guard = if exclusive {
+        ClusterGuard::Alone(cluster.clone().write_owned().await)
+    } else {
+        ClusterGuard::Shared(cluster.clone().read_owned().await)
+    };
+    let queued = queued.elapsed();
+    let context = context.clone();
     tokio::spawn(async move {
-        // Always the slot first, then the cluster lock: a case holding the write lock
-        // never waits for a slot held by a case queued behind it.
-        let _slot = slots
-            .acquire()
-            .await
-            .expect("the semaphore is never closed");
-        let stopped =
-            |first: &FirstFailure| first.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(failed) = fail_fast.as_ref().and_then(stopped) {
-            let mut result = broken(&case, String::new(), Instant::now());
-            result.outcome = Outcome::Skip {
-                reason: format!("not run: --fail-fast stopped the run after `{failed}` failed"),
-            };
-            let _ = context
-                .events
-                .send(RunEvent::CaseFinished(Box::new(result)));
-            return;
-        }
+        let _slot = slot;
+        let _guard = guard;
         guarded(&case, &context.events, async {
-            let queued = Instant::now();
-            let result = if exclusive {
-                let _alone = cluster.write().await;
-                run_case_queued(&context, &case, queued.elapsed()).await
-            } else {
-                let _shared = cluster.read().await;
-                run_case_queued(&context, &case, queued.elapsed()).await
-            };
+            let result = run_case_queued(&context, &case, queued).await;
             if let Some(first) = &fail_fast
                 && !result.outcome.verdict().is_success()
             {
@@ -274,24 +303,23 @@ pub async fn run_cases(
     let slots = Arc::new(Semaphore::new(settings.jobs.max(1)));
     let cluster = Arc::new(RwLock::new(()));
     let first_failure: FirstFailure = Arc::new(std::sync::Mutex::new(None));
-    let planned = plan(cases, |c| {
+    let planned = plan(cases, &settings.durations, |c| {
         needs_exclusive(c, &context.catalog, &settings.implementation, &context.pods)
     });
-    let tasks: Vec<(Case, tokio::task::JoinHandle<()>)> = planned
-        .into_iter()
-        .map(|(case, exclusive)| {
-            let fail_fast = settings.fail_fast.then(|| first_failure.clone());
-            let task = spawn_case(
-                context.clone(),
-                case.clone(),
-                exclusive,
-                slots.clone(),
-                cluster.clone(),
-                fail_fast,
-            );
-            (case, task)
-        })
-        .collect();
+    let mut tasks: Vec<(Case, tokio::task::JoinHandle<()>)> = Vec::with_capacity(planned.len());
+    for (case, exclusive) in planned {
+        let fail_fast = settings.fail_fast.then(|| first_failure.clone());
+        let task = start_case(
+            &context,
+            case.clone(),
+            exclusive,
+            &slots,
+            &cluster,
+            fail_fast,
+        )
+        .await;
+        tasks.push((case, task));
+    }
     // A case whose task ended without a result (aborted, or panicked where it could not be
     // caught) is still reported: as an error, never left out.
     for (case, task) in tasks {
@@ -327,6 +355,7 @@ mod tests {
             log_dir: PathBuf::new(),
             fail_fast: false,
             api_proxy,
+            durations: Durations::default(),
         };
         let command = |template: &str| ImplementationSpec::Command {
             template: template.into(),
@@ -349,22 +378,49 @@ mod tests {
     }
 
     #[test]
-    fn the_plan_starts_shared_cases_in_order_and_exclusive_ones_last() {
+    fn the_plan_starts_exclusive_cases_first_then_the_longest() {
         let catalog =
             crate::catalog::load_catalog(std::path::Path::new(".")).expect("the catalog loads");
-        let cases: Vec<Case> = catalog.cases.iter().take(5).cloned().collect();
+        let cases: Vec<Case> = catalog.cases.iter().take(6).cloned().collect();
         let names: Vec<String> = cases.iter().map(|c| c.name.clone()).collect();
         let alone = [names[1].clone(), names[3].clone()];
-        let planned = plan(cases, |c| alone.contains(&c.name));
-        let got: Vec<(&str, bool)> = planned.iter().map(|(c, e)| (c.name.as_str(), *e)).collect();
+        let got = |durations: &Durations| -> Vec<(String, bool)> {
+            plan(cases.clone(), durations, |c| alone.contains(&c.name))
+                .into_iter()
+                .map(|(c, e)| (c.name, e))
+                .collect()
+        };
+        let n = |i: usize, e: bool| (names[i].clone(), e);
+        // Without durations: catalog order, the exclusive ones first.
         assert_eq!(
-            got,
+            got(&Durations::default()),
             [
-                (names[0].as_str(), false),
-                (names[2].as_str(), false),
-                (names[4].as_str(), false),
-                (names[1].as_str(), true),
-                (names[3].as_str(), true),
+                n(1, true),
+                n(3, true),
+                n(0, false),
+                n(2, false),
+                n(4, false),
+                n(5, false)
+            ]
+        );
+        // With them: longest first in each part; a case they lack counts as the longest.
+        let ms = std::time::Duration::from_millis;
+        let durations = Durations::from_pairs([
+            (names[0].clone(), ms(100)),
+            (names[1].clone(), ms(10)),
+            (names[2].clone(), ms(300)),
+            (names[3].clone(), ms(20)),
+            (names[4].clone(), ms(200)),
+        ]);
+        assert_eq!(
+            got(&durations),
+            [
+                n(3, true),
+                n(1, true),
+                n(5, false),
+                n(2, false),
+                n(4, false),
+                n(0, false)
             ]
         );
     }

@@ -3,7 +3,8 @@
 //! [`Recorder`] folds the stream into [`RunResults`]; [`ProgressLine`] shows the live case
 //! and step on a terminal; [`summary_table`] renders the end-of-run table; [`junit`] writes
 //! JUnit XML; [`ConformanceReport`] aggregates per clause and profile in YAML and Markdown;
-//! [`exit_code`] maps results to the documented exit codes.
+//! [`exit_code`] maps results to the documented exit codes; [`RunRecord`] is `results.json`,
+//! which [`merge`] combines from shards.
 
 mod conformance;
 mod console;
@@ -12,6 +13,7 @@ mod exit;
 mod failures;
 pub mod html;
 mod junit;
+mod record;
 mod verdict;
 
 pub use conformance::{
@@ -28,4 +30,7 @@ pub use exit::{
 };
 pub use failures::{Compared, TIMELINE_LINES, capped, failure_details};
 pub use junit::{TIME_PROPERTIES, junit, write_junit};
+pub use record::{
+    CaseRecord, MergeError, RECORD_FORMAT, RecordedImplementation, RunIdentity, RunRecord, merge,
+};
 pub use verdict::{NOT_APPLICABLE_PREFIX, Verdict};

@@ -81,7 +81,7 @@ pub(super) fn case_pods(case: &Case, catalog: &Catalog) -> u64 {
 }
 
 /// Whether a case creates [`LARGE_CASE_PODS`] pods or more.
-pub(super) fn is_large(case: &Case, catalog: &Catalog) -> bool {
+pub fn is_large(case: &Case, catalog: &Catalog) -> bool {
     case_pods(case, catalog) >= LARGE_CASE_PODS
 }
 

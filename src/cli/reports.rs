@@ -1,0 +1,105 @@
+//! What `run` and `merge` leave behind: the failure details and the summary on the terminal,
+//! JUnit, `conformance.{yaml,md,html}` and `results.json`, all rendered from one set of
+//! results, so that merged shards give exactly the files one run would.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use grove_conformance::diff::Style;
+use grove_conformance::errors;
+use grove_conformance::report::{self, ConformanceReport, RunRecord};
+use grove_conformance::vocab::Revision;
+
+/// Where the reports go and what they say the run was.
+pub(crate) struct Reports<'a> {
+    /// The results folder.
+    pub out: &'a Path,
+    /// The JUnit file (default: `<out>/junit.xml`).
+    pub junit: Option<PathBuf>,
+    /// The implementation as the report names it.
+    pub implementation: report::Implementation,
+    /// The revision under test.
+    pub revision: Revision,
+    /// The day of the run (`YYYY-MM-DD`).
+    pub date: String,
+}
+
+/// Today, as the reports date a run.
+pub(crate) fn today() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%d")
+        .to_string()
+}
+
+impl Reports<'_> {
+    /// Prints the failure details and the summary table, then writes every report and
+    /// `record` as `results.json`. A file that cannot be written is reported on stderr; the
+    /// others are still written.
+    pub(crate) fn write(&self, results: &report::RunResults, record: &RunRecord) {
+        print!("{}", failure_details(self.out, results));
+        println!("{}", report::summary_table(results));
+        let junit_path = self
+            .junit
+            .clone()
+            .unwrap_or_else(|| self.out.join("junit.xml"));
+        if let Err(e) =
+            report::write_junit(&junit_path, results, k8s_openapi::jiff::Timestamp::now())
+        {
+            eprintln!("error: {:#}", errors::chain(&e));
+        }
+        let conformance = ConformanceReport::new(
+            self.implementation.clone(),
+            self.revision,
+            &self.date,
+            results,
+        );
+        for (file, text) in [
+            ("conformance.yaml", conformance.to_yaml()),
+            ("conformance.md", conformance.to_markdown()),
+            (
+                "conformance.html",
+                report::html::render(&conformance, results),
+            ),
+            ("results.json", record.to_json()),
+        ] {
+            if let Err(e) = std::fs::write(self.out.join(file), text) {
+                eprintln!("error: failed to write {file}: {e}");
+            }
+        }
+        println!(
+            "JUnit: {}  report: {} (page: {})",
+            junit_path.display(),
+            self.out.join("conformance.md").display(),
+            self.out.join("conformance.html").display()
+        );
+    }
+}
+
+/// The failed and errored cases' details for the terminal (coloured when stdout is one), each
+/// failed case's whole timeline written to `<out>/timelines/<area>.<name>.txt` for the line
+/// that says how many entries the terminal leaves out.
+fn failure_details(out: &Path, results: &report::RunResults) -> String {
+    let dir = out.join("timelines");
+    for r in &results.cases {
+        if let report::Outcome::Fail(f) = &r.outcome
+            && let Some(timeline) = &f.timeline
+        {
+            let file = dir.join(format!("{}.{}.txt", r.area, r.case));
+            if let Err(e) =
+                std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, timeline))
+            {
+                eprintln!("error: failed to write {}: {e}", file.display());
+            }
+        }
+    }
+    let style = if std::io::stdout().is_terminal() {
+        Style::Color
+    } else {
+        Style::Plain
+    };
+    report::failure_details(results, style, |r| {
+        dir.join(format!("{}.{}.txt", r.area, r.case))
+            .display()
+            .to_string()
+    })
+}

@@ -1,0 +1,279 @@
+//! Durations, shards and the identity of a run, shared by `run`, `sweep` and `merge`; and the
+//! `durations` and `merge` subcommands.
+
+use std::path::{Path, PathBuf};
+
+use grove_conformance::catalog::{Case, Catalog};
+use grove_conformance::report::{self, RunIdentity, RunRecord};
+use grove_conformance::runner;
+use grove_conformance::schedule::{self, Durations, Shard, Weighted};
+use grove_conformance::vocab::Revision;
+
+use super::reports::{Reports, today};
+
+/// The file a catalog keeps its cases' durations in, used when `--durations` is not given.
+pub(crate) const DEFAULT_DURATIONS: &str = "durations.yaml";
+
+/// The durations a run plans with: `explicit` when given (it must read), else the catalog's
+/// `durations.yaml` when it has one, else none (catalog order).
+pub(crate) fn load_durations(explicit: Option<&Path>, catalog: &Path) -> Result<Durations, i32> {
+    let (path, required) = match explicit {
+        Some(p) => (p.to_path_buf(), true),
+        None => (catalog.join(DEFAULT_DURATIONS), false),
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Durations::default());
+        }
+        Err(e) => {
+            eprintln!("error: failed to read {}: {e}", path.display());
+            return Err(report::USAGE);
+        }
+    };
+    Durations::parse(&path, &text).map_err(|e| {
+        eprintln!("error: {e}");
+        report::USAGE
+    })
+}
+
+/// The cases of `selected` that fall in `shard`, in their order: [`schedule::partition`] by
+/// their durations, a case that creates as many pods as runs alone weighing
+/// [`schedule::ALONE_WEIGHT`] times its duration. Only the catalog and the durations decide,
+/// so every shard of a matrix computes the same partition.
+pub(crate) fn shard_cases(
+    selected: &[Case],
+    catalog: &Catalog,
+    durations: &Durations,
+    shard: Shard,
+) -> Vec<Case> {
+    let weighted: Vec<Weighted<'_>> = selected
+        .iter()
+        .map(|c| {
+            Weighted::new(
+                &c.name,
+                durations.planned(&c.name),
+                runner::case::is_large(c, catalog),
+            )
+        })
+        .collect();
+    let shards = schedule::partition(&weighted, shard.count);
+    selected
+        .iter()
+        .zip(shards)
+        .filter(|(_, s)| *s == shard.index)
+        .map(|(c, _)| c.clone())
+        .collect()
+}
+
+/// A SHA-256 digest of every case and fixture file of `catalog` (paths relative to its root,
+/// and contents): shards of one run must have run the same catalog.
+pub(crate) fn catalog_digest(catalog: &Catalog) -> Result<String, i32> {
+    let mut files: Vec<&Path> = catalog
+        .cases
+        .iter()
+        .map(|c| c.path.as_path())
+        .chain(catalog.fixtures.values().map(|f| f.path.as_path()))
+        .collect();
+    files.sort();
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    for file in files {
+        let text = std::fs::read(file).map_err(|e| {
+            eprintln!("error: failed to read {}: {e}", file.display());
+            report::SETUP_FAILED
+        })?;
+        let name = file.strip_prefix(&catalog.root).unwrap_or(file);
+        let name = name.to_string_lossy();
+        context.update(&(name.len() as u64).to_le_bytes());
+        context.update(name.as_bytes());
+        context.update(&(text.len() as u64).to_le_bytes());
+        context.update(&text);
+    }
+    let digest = context.finish();
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("sha256:{hex}"))
+}
+
+/// The names of `selected`, sorted: what every shard of the run records as its selection.
+pub(crate) fn selected_names(selected: &[Case]) -> Vec<String> {
+    let mut names: Vec<String> = selected.iter().map(|c| c.name.clone()).collect();
+    names.sort();
+    names
+}
+
+/// `durations`: the median wall time of each case over the runs whose `conformance.yaml`s
+/// `inputs` name (files, or folders searched for them, as `bench` leaves them), printed or
+/// written to `write`; cases the catalog no longer has are left out, and the catalog's cases
+/// no input has are named.
+pub(crate) fn durations(catalog: &Path, inputs: &[PathBuf], write: Option<&Path>) -> i32 {
+    let catalog = match super::load(catalog) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let mut files = Vec::new();
+    for input in inputs {
+        if let Err(e) = conformance_files(input, &mut files) {
+            eprintln!("error: failed to read {}: {e}", input.display());
+            return report::USAGE;
+        }
+    }
+    if files.is_empty() {
+        eprintln!("error: no conformance.yaml found in the inputs");
+        return report::USAGE;
+    }
+    files.sort();
+    let mut runs = Vec::new();
+    for file in &files {
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: failed to read {}: {e}", file.display());
+                return report::USAGE;
+            }
+        };
+        match Durations::parse(file, &text) {
+            Ok(d) => runs.push(d),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return report::USAGE;
+            }
+        }
+    }
+    let median = Durations::median(&runs);
+    let kept = Durations::from_pairs(
+        catalog
+            .cases
+            .iter()
+            .filter_map(|c| median.get(&c.name).map(|d| (c.name.clone(), d))),
+    );
+    let missing = kept.unknown(catalog.cases.iter().map(|c| c.name.as_str()));
+    let header = format!(
+        "Each case's wall time in milliseconds: the median of {} run(s). `run` starts cases\n\
+         longest first by it and `--shard` balances shards by it. Refresh it with\n\
+         `grove-conformance bench --runs 5 --out B && grove-conformance durations --write {DEFAULT_DURATIONS} B`.",
+        runs.len()
+    );
+    let text = kept.to_yaml(&header);
+    match write {
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, &text) {
+                eprintln!("error: failed to write {}: {e}", path.display());
+                return report::SETUP_FAILED;
+            }
+            eprintln!(
+                "wrote {} ({} cases, median of {} run(s))",
+                path.display(),
+                kept.len(),
+                runs.len()
+            );
+        }
+        None => print!("{text}"),
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "note: {} case(s) of the catalog have no duration (planned as the longest): {}",
+            missing.len(),
+            missing.join(", ")
+        );
+    }
+    report::SUCCESS
+}
+
+/// `input` if it is a file, else every `conformance.yaml` below it.
+fn conformance_files(input: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    if !input.is_dir() {
+        std::fs::metadata(input)?;
+        out.push(input.to_path_buf());
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(input)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            conformance_files(&path, out)?;
+        } else if path.file_name().is_some_and(|n| n == "conformance.yaml") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// `merge`: the `results.json` of each of `dirs` (the shards of one run) merged into one
+/// run's reports in `out`. Exits as `run` would have; 2 when the shards do not make up one
+/// run (naming what is missing, repeated or different).
+pub(crate) fn merge(dirs: &[PathBuf], out: &Path, junit: Option<PathBuf>) -> i32 {
+    let mut records = Vec::new();
+    for dir in dirs {
+        let file = if dir.is_dir() {
+            dir.join("results.json")
+        } else {
+            dir.clone()
+        };
+        let text = match std::fs::read_to_string(&file) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: failed to read {}: {e}", file.display());
+                return report::USAGE;
+            }
+        };
+        match RunRecord::from_json(&text) {
+            Ok(r) => records.push((dir.display().to_string(), r)),
+            Err(e) => {
+                eprintln!("error: {}: {e}", file.display());
+                return report::USAGE;
+            }
+        }
+    }
+    let (identity, results) = match report::merge(&records) {
+        Ok(merged) => merged,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return report::USAGE;
+        }
+    };
+    let revision: Revision = match identity.revision.parse() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {}: {e}", records[0].0);
+            return report::USAGE;
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(out) {
+        eprintln!("error: failed to create {}: {e}", out.display());
+        return report::SETUP_FAILED;
+    }
+    let date = records
+        .iter()
+        .map(|(_, r)| r.date.clone())
+        .max()
+        .unwrap_or_else(today);
+    let reports = Reports {
+        out,
+        junit,
+        implementation: (&identity.implementation).into(),
+        revision,
+        date: date.clone(),
+    };
+    let record = RunRecord::new(identity, None, &date, &results);
+    reports.write(&results, &record);
+    eprintln!(
+        "merged {} shard(s): {} cases",
+        records.len(),
+        results.cases.len()
+    );
+    report::exit_code(&results)
+}
+
+/// The identity a run records.
+pub(crate) fn identity(
+    implementation: &report::Implementation,
+    revision: Revision,
+    catalog: String,
+    selected: &[Case],
+) -> RunIdentity {
+    RunIdentity {
+        implementation: implementation.into(),
+        revision: revision.id().to_owned(),
+        catalog,
+        selected: selected_names(selected),
+    }
+}

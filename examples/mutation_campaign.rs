@@ -7,7 +7,8 @@
 //! part of the verdict). A mutant is *killed* when some case fails or errors, *survived* when
 //! every case passes, *unviable* when it does not compile. Results are appended to a JSON Lines
 //! file as they come, so an interrupted campaign resumes where it stopped, and rendered as a
-//! Markdown table.
+//! Markdown table. `--shard I/N` judges only every N-th selected mutant from the I-th (one
+//! results file per machine; concatenated, they render as one campaign).
 //!
 //! ```text
 //! cargo install cargo-mutants --locked
@@ -39,6 +40,9 @@ struct Options {
     /// Judge only this many of the selected mutants, a sample fixed by `seed`.
     sample: Option<usize>,
     seed: u64,
+    /// Judge only the I-th of N shards of the selected mutants (dealt round-robin in their
+    /// order, so each machine of a matrix takes its own and together they take all).
+    shard: Option<grove_conformance::schedule::Shard>,
     /// Print the verdicts so far as Markdown instead of judging more mutants.
     render: bool,
 }
@@ -54,6 +58,7 @@ fn parse_options() -> Result<Options, String> {
         limit: None,
         sample: None,
         seed: 1,
+        shard: None,
         render: false,
     };
     while let Some(arg) = args.next() {
@@ -72,6 +77,9 @@ fn parse_options() -> Result<Options, String> {
                 options.sample = Some(value()?.parse().map_err(|e| format!("--sample: {e}"))?)
             }
             "--seed" => options.seed = value()?.parse().map_err(|e| format!("--seed: {e}"))?,
+            "--shard" => {
+                options.shard = Some(value()?.parse().map_err(|e| format!("--shard: {e}"))?)
+            }
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -111,6 +119,16 @@ fn select<'a>(
         selected.sort_by_key(|(i, _)| *i);
     }
     selected.into_iter().map(|(_, m)| m).collect()
+}
+
+/// The mutants of `selected` in `shard`: the I-th, (I+N)-th, ... of them (from 1).
+fn in_shard(selected: Vec<&Value>, shard: grove_conformance::schedule::Shard) -> Vec<&Value> {
+    selected
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| i % shard.count + 1 == shard.index)
+        .map(|(_, m)| m)
+        .collect()
 }
 
 /// Replaces the text between `span.start` and `span.end` (1-based lines and character
@@ -280,6 +298,10 @@ fn main() -> Result<(), String> {
         print!("{}", render(&selected, &results));
         return Ok(());
     }
+    let selected = match options.shard {
+        Some(shard) => in_shard(selected, shard),
+        None => selected,
+    };
     eprintln!(
         "{} mutants selected, {} already judged",
         selected.len(),
@@ -391,6 +413,22 @@ mod tests {
             ]
         );
         assert!(!text.contains("replace c with ()"), "{text}");
+    }
+
+    #[test]
+    fn shards_deal_the_selected_mutants_round_robin_each_to_one_shard() {
+        let mutants: Vec<Value> = (0..7).map(|i| json!({"name": format!("m{i}")})).collect();
+        let all: Vec<&Value> = mutants.iter().collect();
+        let names = |shard: &str| -> Vec<String> {
+            in_shard(all.clone(), shard.parse().unwrap())
+                .iter()
+                .map(|m| m["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(names("1/3"), ["m0", "m3", "m6"]);
+        assert_eq!(names("2/3"), ["m1", "m4"]);
+        assert_eq!(names("3/3"), ["m2", "m5"]);
+        assert_eq!(names("1/1").len(), 7);
     }
 
     #[test]

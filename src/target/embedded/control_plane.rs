@@ -307,6 +307,23 @@ fn keep_logs(log_dir: &Path) -> impl FnOnce(ControlPlaneError) -> ControlPlaneEr
     }
 }
 
+/// The Go garbage collector's target for the control plane's processes, unless the
+/// environment sets `GOGC` itself: a heap may grow to five times what is live before it is
+/// collected, against twice by default. The catalog keeps kube-apiserver busy with short-lived
+/// objects (pod status patches, custom-resource status writes, watch events); at the default,
+/// its collector took about a quarter of its CPU. Measured on 2 cores over the whole catalog:
+/// kube-apiserver 88 s of CPU at the default, 64 s at 400; the process tree 144 s against
+/// 114 s. Memory is what it costs (a few hundred MB more at peak), and the embedded cluster
+/// lives only as long as the run.
+pub const CONTROL_PLANE_GOGC: &str = "400";
+
+/// Sets [`CONTROL_PLANE_GOGC`] on a control-plane process, unless `GOGC` is set already.
+fn go_gc(command: &mut Command) {
+    if std::env::var_os("GOGC").is_none() {
+        command.env("GOGC", CONTROL_PLANE_GOGC);
+    }
+}
+
 /// Starts etcd and waits until it answers `/health`; the logs are kept when it does not.
 async fn start_etcd(
     options: &ControlPlaneOptions,
@@ -316,6 +333,7 @@ async fn start_etcd(
 ) -> Result<Supervised, ControlPlaneError> {
     let mut etcd_cmd = Command::new(options.binaries.path(Component::Etcd));
     etcd_cmd.args(etcd_args(data_dir, ports));
+    go_gc(&mut etcd_cmd);
     let etcd_log = log_dir.join("etcd.log");
     let mut etcd = Supervised::spawn("etcd", etcd_cmd, Some(&etcd_log))?;
     let port = ports.etcd;
@@ -339,6 +357,7 @@ async fn start_apiserver(
 ) -> Result<(Supervised, PathBuf, Client), ControlPlaneError> {
     let mut api_cmd = Command::new(options.binaries.path(Component::KubeApiserver));
     api_cmd.args(apiserver_args(cert_paths, &ports.etcd_url(), ports.api));
+    go_gc(&mut api_cmd);
     let api_log = log_dir.join("kube-apiserver.log");
     let mut apiserver = Supervised::spawn("kube-apiserver", api_cmd, Some(&api_log))?;
 
@@ -400,6 +419,7 @@ async fn start_controller_manager(
         ports,
         cert_paths,
     ));
+    go_gc(&mut kcm_cmd);
     let kcm_log = log_dir.join("kube-controller-manager.log");
     let mut controller_manager =
         Supervised::spawn("kube-controller-manager", kcm_cmd, Some(&kcm_log))?;

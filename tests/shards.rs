@@ -206,3 +206,44 @@ fn a_malformed_durations_file_is_named_before_anything_starts() {
     assert!(said.contains("d.yaml"), "{said}");
     assert!(said.contains("line 4"), "{said}");
 }
+
+#[test]
+fn the_listed_plans_of_the_shards_hold_every_case_once() {
+    let names = |args: &[&str]| -> Vec<String> {
+        let done = harness(args);
+        assert_eq!(done.status.code(), Some(0), "{}", text(&done));
+        String::from_utf8_lossy(&done.stdout)
+            .lines()
+            .take_while(|l| !l.contains(" case(s)"))
+            .map(|l| l.split_whitespace().next().unwrap().to_owned())
+            .collect()
+    };
+    let all = names(&["run", "--list"]);
+    let catalog = grove_conformance::catalog::load_catalog(Path::new(".")).unwrap();
+    assert_eq!(all.len(), catalog.cases.len());
+    let mut sharded = Vec::new();
+    for i in 1..=3 {
+        sharded.extend(names(&["run", "--list", "--shard", &format!("{i}/3")]));
+    }
+    assert_eq!(sharded.len(), all.len(), "{sharded:?}");
+    let a: BTreeSet<&String> = all.iter().collect();
+    let b: BTreeSet<&String> = sharded.iter().collect();
+    assert_eq!(a, b);
+    // Every shard's load is printed, each a positive duration.
+    let done = harness(&["run", "--list", "--shard", "1/3"]);
+    let out = String::from_utf8_lossy(&done.stdout);
+    let loads: Vec<f64> = out
+        .lines()
+        .filter(|l| l.starts_with("shard "))
+        .map(|l| {
+            l.split(", ")
+                .nth(1)
+                .unwrap()
+                .trim_end_matches('s')
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(loads.len(), 3, "{out}");
+    assert!(loads.iter().all(|l| *l > 0.0), "{out}");
+}

@@ -112,6 +112,10 @@ pub(crate) struct RunArgs {
     /// exactly one shard, shards balanced by duration; `merge` joins their results.
     #[arg(long, value_name = "I/N")]
     shard: Option<Shard>,
+    /// Print the plan instead of running it: the selected cases (of `--shard`, when given) in
+    /// the order they would start, each with its planned duration, and every shard's load.
+    #[arg(long)]
+    list: bool,
     /// Do not install the Grove CRDs (the cluster has them already).
     #[arg(long)]
     no_install_crds: bool,
@@ -143,6 +147,13 @@ pub(crate) fn run(args: &RunArgs) -> Result<i32, i32> {
         Some(s) => shard::shard_cases(&selected, &catalog, &durations, s),
         None => selected.clone(),
     };
+    if args.list {
+        print!(
+            "{}",
+            shard::plan_listing(&selected, &cases, &catalog, &durations, args.shard)
+        );
+        return Ok(report::SUCCESS);
+    }
     create_out_dir(&args.out)?;
     // The implementation's own files are read and checked before anything starts.
     let scratch = scratch_dir()?;

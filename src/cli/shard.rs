@@ -66,6 +66,75 @@ pub(crate) fn shard_cases(
         .collect()
 }
 
+/// `run --list`: `cases` (the shard's, or the whole selection) in the order they would start,
+/// each with its planned duration (`?` when the durations do not know it) and whether it runs
+/// alone, then each shard's share of the selection's weight.
+pub(crate) fn plan_listing(
+    selected: &[Case],
+    cases: &[Case],
+    catalog: &Catalog,
+    durations: &Durations,
+    shard: Option<Shard>,
+) -> String {
+    use std::fmt::Write as _;
+    let alone = |c: &Case| runner::case::is_large(c, catalog);
+    let planned: Vec<schedule::Planned> = cases
+        .iter()
+        .enumerate()
+        .map(|(index, c)| schedule::Planned {
+            index,
+            duration: durations.planned(&c.name),
+            alone: alone(c),
+        })
+        .collect();
+    let mut out = String::new();
+    for i in schedule::start_order(&planned) {
+        let c = &cases[i];
+        let known = durations
+            .get(&c.name)
+            .map_or("?".to_owned(), |d| format!("{:.1}s", d.as_secs_f64()));
+        let _ = writeln!(
+            out,
+            "{:<64} {:>7}{}",
+            c.name,
+            known,
+            if alone(c) { "  alone" } else { "" }
+        );
+    }
+    let weight = |c: &Case| Weighted::new(&c.name, durations.planned(&c.name), alone(c)).weight;
+    let total: std::time::Duration = selected.iter().map(weight).sum();
+    let count = shard.map_or(1, |s| s.count);
+    let _ = writeln!(
+        out,
+        "{} case(s){}; planned weight {:.1}s (a case that runs alone counts {} times)",
+        cases.len(),
+        shard.map_or(String::new(), |s| format!(
+            " in shard {s} of {} selected",
+            selected.len()
+        )),
+        total.as_secs_f64(),
+        schedule::ALONE_WEIGHT
+    );
+    if count > 1 {
+        for index in 1..=count {
+            let mine = shard_cases(selected, catalog, durations, Shard { index, count });
+            let load: std::time::Duration = mine.iter().map(weight).sum();
+            let share = if total.is_zero() {
+                0.0
+            } else {
+                100.0 * load.as_secs_f64() / total.as_secs_f64()
+            };
+            let _ = writeln!(
+                out,
+                "shard {index}/{count}: {} case(s), {:.1}s, {share:.1} %",
+                mine.len(),
+                load.as_secs_f64()
+            );
+        }
+    }
+    out
+}
+
 /// A SHA-256 digest of every case and fixture file of `catalog` (paths relative to its root,
 /// and contents): shards of one run must have run the same catalog.
 pub(crate) fn catalog_digest(catalog: &Catalog) -> Result<String, i32> {

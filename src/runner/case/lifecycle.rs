@@ -192,6 +192,12 @@ async fn run_steps_noting(
                     timeline,
                     unjudgeable: ctx.observer.unjudgeable(),
                     failed_unprompted: ctx.observer.failed_unprompted(),
+                    // A case that loses a node expects the cluster to take its pods.
+                    disrupted_by_cluster: if loses_node(case) {
+                        Vec::new()
+                    } else {
+                        ctx.observer.disrupted_by_cluster()
+                    },
                 },
             )
         }

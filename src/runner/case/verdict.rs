@@ -47,6 +47,9 @@ pub(super) struct Judged {
     pub(super) unjudgeable: Option<String>,
     /// Pods that failed on the target though no step made them fail.
     pub(super) failed_unprompted: Vec<String>,
+    /// Pods the cluster itself deleted though the case loses no node and no step acted on
+    /// them.
+    pub(super) disrupted_by_cluster: Vec<String>,
 }
 
 /// The outcome of a case whose steps ended so, given what the observer saw: the steps' own,
@@ -106,6 +109,22 @@ pub(super) fn judge(ended: StepsEnded, timeout: Duration, seen: &Judged) -> Outc
                 },
                 if unprompted.len() == 1 { "it" } else { "them" },
                 unprompted.join("; ")
+            ),
+        };
+    }
+    // Nor if the cluster itself took pods away (on a loaded machine a kind node can miss its
+    // heartbeats and have its pods evicted): what followed is not the implementation's doing.
+    let disrupted = &seen.disrupted_by_cluster;
+    if !disrupted.is_empty() && matches!(outcome, Outcome::Fail(_)) {
+        outcome = Outcome::Error {
+            message: format!(
+                "the case cannot be judged: the cluster itself deleted {} of the case though no step asked for it, so the case did not run as written: {}",
+                if disrupted.len() == 1 {
+                    "a pod"
+                } else {
+                    "pods"
+                },
+                disrupted.join("; ")
             ),
         };
     }
@@ -208,6 +227,37 @@ mod tests {
                 reason: "no API proxy".into()
             }
         );
+    }
+
+    #[test]
+    fn a_failure_after_the_cluster_took_pods_away_by_itself_is_not_judged() {
+        let failed = || {
+            StepsEnded::Ran(Err(StepError::Fail(Failure {
+                message: "step 4 (expect): not true within 20s".into(),
+                ..Failure::default()
+            })))
+        };
+        let seen = Judged {
+            disrupted_by_cluster: vec!["job-0-w-abcde (DeletionByTaintManager)".into()],
+            ..Judged::default()
+        };
+        let Outcome::Error { message } = judge(failed(), Duration::from_secs(60), &seen) else {
+            panic!("expected an error");
+        };
+        assert!(
+            message.contains("the cluster itself deleted a pod of the case")
+                && message.contains("job-0-w-abcde (DeletionByTaintManager)"),
+            "{message}"
+        );
+        // A pass despite it stays a pass; without it a failure stays a failure.
+        assert_eq!(
+            judge(StepsEnded::Ran(Ok(())), Duration::from_secs(60), &seen),
+            Outcome::Pass
+        );
+        assert!(matches!(
+            judge(failed(), Duration::from_secs(60), &Judged::default()),
+            Outcome::Fail(_)
+        ));
     }
 
     #[test]

@@ -79,6 +79,9 @@ struct Facts {
     deletion_started: bool,
     node_newly_set: bool,
     owner_deleted_by_harness: bool,
+    /// The pod's deletion started with a `DisruptionTarget` condition that a component of
+    /// the cluster sets before it deletes a pod itself ([`CLUSTER_DISRUPTIONS`]).
+    disrupted_by_cluster: bool,
 }
 
 #[derive(Debug)]
@@ -112,6 +115,10 @@ struct State {
     /// Pods whose containers cannot start on the target (an image it cannot pull, a container
     /// it cannot create): uid, and the pod's name with the reason its status gives.
     cannot_start: Vec<(String, String)>,
+    /// Pods the cluster itself deleted (a node gone NotReady, pod garbage collection, the
+    /// kubelet, the scheduler's preemption) though no step of the harness acted on them or
+    /// their owner: uid, and the pod's name with the condition's reason and message.
+    disrupted_by_cluster: Vec<(String, String)>,
 }
 
 impl State {
@@ -328,6 +335,16 @@ impl Observer {
             .collect()
     }
 
+    /// Pods of the case the cluster itself deleted though no step acted on them or their
+    /// owner (see [`CLUSTER_DISRUPTIONS`]): each its name, the reason and the message.
+    pub fn disrupted_by_cluster(&self) -> Vec<String> {
+        self.lock()
+            .disrupted_by_cluster
+            .iter()
+            .map(|(_, what)| what.clone())
+            .collect()
+    }
+
     /// Records that the harness deleted the object with this uid.
     pub fn harness_deleted(&self, uid: &str) {
         self.harness_writes().deleted_uids.insert(uid.to_string());
@@ -485,7 +502,7 @@ impl SnapshotHandle {
 }
 
 mod record;
-pub use record::{CANNOT_START, cannot_start};
+pub use record::{CANNOT_START, CLUSTER_DISRUPTIONS, cannot_start, cluster_disruption};
 mod release;
 #[cfg(test)]
 mod tests;

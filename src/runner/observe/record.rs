@@ -66,6 +66,16 @@ pub(super) fn record(
                 || harness.touched_uids.contains(&uid)
                 || facts.owner_deleted_by_harness;
             drop(harness);
+            let disruption = cluster_disruption(&object);
+            facts.disrupted_by_cluster = facts.deletion_started && disruption.is_some();
+            if let Some(why) = disruption
+                && facts.deletion_started
+                && !prompted
+                && !state.disrupted_by_cluster.iter().any(|(u, _)| *u == uid)
+            {
+                let what = format!("{} ({why})", name_of(&object));
+                state.disrupted_by_cluster.push((uid.clone(), what));
+            }
             if !deleted
                 && !is_deleting(&object)
                 && !prompted
@@ -208,6 +218,47 @@ pub const CANNOT_START: [&str; 9] = [
     "RunContainerError",
     "PreStartHookError",
 ];
+
+/// The reasons of a `DisruptionTarget` condition that a component of the cluster sets on a
+/// pod just before it deletes the pod itself: the taint manager evicting from a node gone
+/// NotReady or unreachable, pod garbage collection (a node deleted), the kubelet (node
+/// pressure, graceful node shutdown), the scheduler's preemption. The Eviction API's own
+/// reason is not among them: whoever calls it is a client like any other.
+pub const CLUSTER_DISRUPTIONS: [&str; 4] = [
+    "DeletionByTaintManager",
+    "DeletionByPodGC",
+    "TerminationByKubelet",
+    "PreemptionByScheduler",
+];
+
+/// Whether a component of the cluster marked the pod for its own deletion: a True
+/// `DisruptionTarget` condition with a reason of [`CLUSTER_DISRUPTIONS`], as `reason: message`.
+pub fn cluster_disruption(pod: &Value) -> Option<String> {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| {
+            c.get("type").and_then(Value::as_str) == Some("DisruptionTarget")
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+        .and_then(|c| {
+            let reason = c.get("reason").and_then(Value::as_str)?;
+            CLUSTER_DISRUPTIONS.contains(&reason).then(|| {
+                let message: String = c
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .chars()
+                    .take(160)
+                    .collect();
+                if message.is_empty() {
+                    reason.to_owned()
+                } else {
+                    format!("{reason}: {message}")
+                }
+            })
+        })
+}
 
 /// Why a pod's containers cannot start on the target, if its status says so: each container
 /// (init containers too) waiting for a reason of [`CANNOT_START`], with its name, the reason

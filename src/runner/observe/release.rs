@@ -10,7 +10,12 @@ use crate::monitor::{Actor, Entry, EventType};
 use crate::vocab::Kind;
 
 /// Who made the write an entry records.
-fn actor(entry: &Entry, facts: Facts, writes: &HarnessWrites, fleet: Option<&Fleet>) -> Actor {
+pub(super) fn actor(
+    entry: &Entry,
+    facts: Facts,
+    writes: &HarnessWrites,
+    fleet: Option<&Fleet>,
+) -> Actor {
     let harness_rv = writes.resource_versions.contains(&entry.resource_version);
     match entry.kind {
         Kind::Event => Actor::Implementation,
@@ -25,10 +30,14 @@ fn actor(entry: &Entry, facts: Facts, writes: &HarnessWrites, fleet: Option<&Fle
             match entry.event {
                 EventType::Added => Actor::Implementation,
                 EventType::Deleted if harness_deletion => Actor::Harness,
+                // A deletion the cluster started itself (a node gone NotReady, ...).
+                EventType::Deleted if facts.disrupted_by_cluster => Actor::System,
                 EventType::Deleted => Actor::Implementation,
                 EventType::Modified if facts.deletion_started => {
                     if harness_deletion {
                         Actor::Harness
+                    } else if facts.disrupted_by_cluster {
+                        Actor::System
                     } else {
                         Actor::Implementation
                     }

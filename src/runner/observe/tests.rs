@@ -2,6 +2,7 @@ use super::record::record;
 use super::release::release;
 use super::watches::WatchProgress;
 use super::*;
+use crate::monitor::Actor;
 use serde_json::json;
 
 fn pod(uid: &str, rv: u64) -> Value {
@@ -293,4 +294,69 @@ fn the_rendered_timeline_notes_watch_errors_and_replays() {
         "{rendered}"
     );
     assert!(rendered.starts_with("#0"), "{rendered}");
+}
+
+#[test]
+fn a_pod_the_cluster_evicts_by_itself_is_its_doing_and_noted_unless_the_harness_asked() {
+    let state = Arc::new(judged_state(0));
+    let writes = Arc::new(Mutex::new(HarnessWrites::default()));
+    writes
+        .lock()
+        .unwrap()
+        .deleted_uids
+        .insert("asked".to_owned());
+    let tx = watch::channel(0).0;
+    let evicted = |name: &str, rv: u64, reason: &str| {
+        let mut p = pod(name, rv);
+        p["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        p["status"] = json!({"phase": "Running", "conditions": [{"type": "DisruptionTarget",
+            "status": "True", "reason": reason,
+            "message": "Taint manager: deleting due to NoExecute taint key node.kubernetes.io/not-ready"}]});
+        p
+    };
+    for p in [
+        pod("by-itself", 1),
+        pod("asked", 2),
+        pod("api", 3),
+        evicted("by-itself", 4, "DeletionByTaintManager"),
+        evicted("asked", 5, "DeletionByTaintManager"),
+        evicted("api", 6, "EvictionByEvictionAPI"),
+    ] {
+        record(Kind::Pod, p, false, &state, &writes, &tx);
+    }
+    let s = state.lock().unwrap();
+    let noted: Vec<&str> = s
+        .disrupted_by_cluster
+        .iter()
+        .map(|(_, what)| what.as_str())
+        .collect();
+    assert_eq!(
+        noted,
+        [
+            "by-itself (DeletionByTaintManager: Taint manager: deleting due to NoExecute taint key node.kubernetes.io/not-ready)"
+        ]
+    );
+    let w = writes.lock().unwrap();
+    let actors: Vec<(u64, Actor)> = s
+        .pending
+        .iter()
+        .map(|p| {
+            (
+                p.entry.resource_version,
+                super::release::actor(&p.entry, p.facts, &w, None),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actors,
+        [
+            (1, Actor::Implementation),
+            (2, Actor::Implementation),
+            (3, Actor::Implementation),
+            (4, Actor::System),
+            (5, Actor::Harness),
+            // Whoever calls the Eviction API is a client like any other.
+            (6, Actor::Implementation),
+        ]
+    );
 }

@@ -7,7 +7,7 @@
 //! - [`start_order`]: cases that need the cluster to themselves first, then the others, each
 //!   part longest first, so that nothing waits behind a long or exclusive case at the end;
 //! - [`Shard`] and [`partition`]: `--shard i/n`, every case in exactly one shard, shards
-//!   balanced by duration (not by count), the same partition on every machine.
+//!   balanced by duration (not by count), the same partition on every machine of a matrix.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,11 +17,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// How heavily a case that runs alone weighs in a shard, against one that shares the cluster:
-/// while it runs nothing else does, so it costs its shard about as much as this many cases of
-/// its length running side by side (the default number of cases at once on the embedded
-/// cluster). A constant, not the run's `-j`: every shard of a matrix must compute the same
-/// partition, whatever machine it runs on.
-pub const ALONE_WEIGHT: u64 = 16;
+/// while it runs nothing else does, so it costs its shard about as much as that many cases of
+/// its length running side by side, the default number of cases at once: 16 on the simulated
+/// kubelets, 4 on real ones (2 a core on a 2-core machine). Constants, not the run's `-j`:
+/// every shard of a matrix must compute the same partition, whatever machine it runs on.
+pub const fn alone_weight(real_kubelets: bool) -> u64 {
+    if real_kubelets { 4 } else { 16 }
+}
 
 /// Each case's wall time in a previous run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -241,15 +243,14 @@ impl std::str::FromStr for Shard {
 pub struct Weighted<'a> {
     /// Case name.
     pub name: &'a str,
-    /// Its planned duration, times [`ALONE_WEIGHT`] when it runs alone.
+    /// Its planned duration, times [`alone_weight`] when it runs alone.
     pub weight: Duration,
 }
 
 impl<'a> Weighted<'a> {
-    /// The weight of case `name`: its planned duration, times [`ALONE_WEIGHT`] when it runs
-    /// alone.
-    pub fn new(name: &'a str, duration: Duration, alone: bool) -> Weighted<'a> {
-        let factor = if alone { ALONE_WEIGHT } else { 1 };
+    /// The weight of case `name`: its planned duration, times `factor` (1 when it shares the
+    /// cluster, [`alone_weight`] when it runs alone).
+    pub fn new(name: &'a str, duration: Duration, factor: u64) -> Weighted<'a> {
         Weighted {
             name,
             weight: duration.saturating_mul(u32::try_from(factor).unwrap_or(u32::MAX)),
@@ -391,7 +392,7 @@ mod tests {
         let cases: Vec<Weighted<'_>> = names
             .iter()
             .enumerate()
-            .map(|(i, n)| Weighted::new(n, ms(1000 + (i as u64 * 7919) % 20_000), false))
+            .map(|(i, n)| Weighted::new(n, ms(1000 + (i as u64 * 7919) % 20_000), 1))
             .collect();
         let shards = partition(&cases, 3);
         assert!(shards.iter().all(|s| (1..=3).contains(s)));
@@ -412,7 +413,7 @@ mod tests {
         let a = ["long", "s1", "s2", "s3", "s4"];
         let uneven: Vec<Weighted<'_>> = a
             .iter()
-            .map(|n| Weighted::new(n, ms(if *n == "long" { 40 } else { 10 }), false))
+            .map(|n| Weighted::new(n, ms(if *n == "long" { 40 } else { 10 }), 1))
             .collect();
         assert_eq!(partition(&uneven, 2), [1, 2, 2, 2, 2]);
     }
@@ -422,7 +423,13 @@ mod tests {
         let names: Vec<String> = (0..25).map(|i| format!("c{i}")).collect();
         let mut cases: Vec<Weighted<'_>> = names
             .iter()
-            .map(|n| Weighted::new(n, ms(500 * (n.len() as u64)), n.ends_with('7')))
+            .map(|n| {
+                Weighted::new(
+                    n,
+                    ms(500 * (n.len() as u64)),
+                    if n.ends_with('7') { 16 } else { 1 },
+                )
+            })
             .collect();
         let before: BTreeMap<String, usize> = cases
             .iter()
@@ -440,9 +447,13 @@ mod tests {
 
     #[test]
     fn a_case_that_runs_alone_weighs_as_many_running_side_by_side() {
-        let alone = Weighted::new("big", ms(10), true);
-        assert_eq!(alone.weight, ms(10 * ALONE_WEIGHT));
-        let shared = Weighted::new("small", ms(10), false);
+        let alone = Weighted::new("big", ms(10), alone_weight(false));
+        assert_eq!(alone.weight, ms(160));
+        assert_eq!(
+            Weighted::new("big", ms(10), alone_weight(true)).weight,
+            ms(40)
+        );
+        let shared = Weighted::new("small", ms(10), 1);
         assert_eq!(shared.weight, ms(10));
     }
 }

@@ -47,7 +47,8 @@ pub(crate) fn sweep(
                 Ok(d) => d,
                 Err(code) => return code,
             };
-            let mine = super::shard::shard_cases(&cases, &catalog, &durations, s);
+            // The sweep runs on the embedded cluster.
+            let mine = super::shard::shard_cases(&cases, &catalog, &durations, s, false);
             if mine.is_empty() {
                 println!(
                     "shard {s}: none of the {} selected case(s) falls in this shard; nothing to sweep",

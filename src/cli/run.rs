@@ -144,13 +144,26 @@ pub(crate) fn run(args: &RunArgs) -> Result<i32, i32> {
     let durations = shard::load_durations(args.durations.as_deref(), &args.catalog)?;
     let digest = shard::catalog_digest(&catalog)?;
     let cases = match args.shard {
-        Some(s) => shard::shard_cases(&selected, &catalog, &durations, s),
+        Some(s) => shard::shard_cases(
+            &selected,
+            &catalog,
+            &durations,
+            s,
+            args.target_options().real_kubelets(),
+        ),
         None => selected.clone(),
     };
     if args.list {
         print!(
             "{}",
-            shard::plan_listing(&selected, &cases, &catalog, &durations, args.shard)
+            shard::plan_listing(
+                &selected,
+                &cases,
+                &catalog,
+                &durations,
+                args.shard,
+                args.target_options().real_kubelets()
+            )
         );
         return Ok(report::SUCCESS);
     }

@@ -37,25 +37,41 @@ pub(crate) fn load_durations(explicit: Option<&Path>, catalog: &Path) -> Result<
     })
 }
 
+/// Whether `case` runs alone whatever the implementation: it creates as many pods as a large
+/// case, or it loses a node of a cluster whose nodes every case shares (real kubelets).
+fn runs_alone(case: &Case, catalog: &Catalog, real_kubelets: bool) -> bool {
+    runner::case::is_large(case, catalog) || (real_kubelets && runner::case::loses_node(case))
+}
+
+/// The weight `case` is partitioned with: its planned duration, times
+/// [`schedule::alone_weight`] when it runs alone.
+fn weight<'a>(
+    case: &'a Case,
+    catalog: &Catalog,
+    durations: &Durations,
+    real_kubelets: bool,
+) -> Weighted<'a> {
+    let factor = if runs_alone(case, catalog, real_kubelets) {
+        schedule::alone_weight(real_kubelets)
+    } else {
+        1
+    };
+    Weighted::new(&case.name, durations.planned(&case.name), factor)
+}
+
 /// The cases of `selected` that fall in `shard`, in their order: [`schedule::partition`] by
-/// their durations, a case that creates as many pods as runs alone weighing
-/// [`schedule::ALONE_WEIGHT`] times its duration. Only the catalog and the durations decide,
-/// so every shard of a matrix computes the same partition.
+/// their weights. Only the catalog, the durations and whether the target has real kubelets
+/// decide, so every shard of a matrix computes the same partition.
 pub(crate) fn shard_cases(
     selected: &[Case],
     catalog: &Catalog,
     durations: &Durations,
     shard: Shard,
+    real_kubelets: bool,
 ) -> Vec<Case> {
     let weighted: Vec<Weighted<'_>> = selected
         .iter()
-        .map(|c| {
-            Weighted::new(
-                &c.name,
-                durations.planned(&c.name),
-                runner::case::is_large(c, catalog),
-            )
-        })
+        .map(|c| weight(c, catalog, durations, real_kubelets))
         .collect();
     let shards = schedule::partition(&weighted, shard.count);
     selected
@@ -75,9 +91,10 @@ pub(crate) fn plan_listing(
     catalog: &Catalog,
     durations: &Durations,
     shard: Option<Shard>,
+    real_kubelets: bool,
 ) -> String {
     use std::fmt::Write as _;
-    let alone = |c: &Case| runner::case::is_large(c, catalog);
+    let alone = |c: &Case| runs_alone(c, catalog, real_kubelets);
     let planned: Vec<schedule::Planned> = cases
         .iter()
         .enumerate()
@@ -101,23 +118,29 @@ pub(crate) fn plan_listing(
             if alone(c) { "  alone" } else { "" }
         );
     }
-    let weight = |c: &Case| Weighted::new(&c.name, durations.planned(&c.name), alone(c)).weight;
+    let weight = |c: &Case| weight(c, catalog, durations, real_kubelets).weight;
     let total: std::time::Duration = selected.iter().map(weight).sum();
     let count = shard.map_or(1, |s| s.count);
     let _ = writeln!(
         out,
-        "{} case(s){}; planned weight {:.1}s (a case that runs alone counts {} times)",
+        "{} case(s){}; planned weight {:.1}s (a case that runs alone counts {} times its length)",
         cases.len(),
         shard.map_or(String::new(), |s| format!(
             " in shard {s} of {} selected",
             selected.len()
         )),
         total.as_secs_f64(),
-        schedule::ALONE_WEIGHT
+        schedule::alone_weight(real_kubelets)
     );
     if count > 1 {
         for index in 1..=count {
-            let mine = shard_cases(selected, catalog, durations, Shard { index, count });
+            let mine = shard_cases(
+                selected,
+                catalog,
+                durations,
+                Shard { index, count },
+                real_kubelets,
+            );
             let load: std::time::Duration = mine.iter().map(weight).sum();
             let share = if total.is_zero() {
                 0.0

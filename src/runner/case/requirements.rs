@@ -86,7 +86,7 @@ pub fn is_large(case: &Case, catalog: &Catalog) -> bool {
 }
 
 /// Whether a case loses a node.
-pub(super) fn loses_node(case: &Case) -> bool {
+pub fn loses_node(case: &Case) -> bool {
     case.steps
         .iter()
         .any(|s| matches!(&s.kind, StepKind::Pods(p) if matches!(p.action, PodAction::LoseNode(_))))

@@ -33,10 +33,12 @@ mod record;
 mod request;
 mod server;
 mod tls;
+mod watch;
 
 pub use faults::{
     AppliedFault, FaultAction, FaultRule, Fired, HookPosition, status_body, status_reason,
 };
 pub use record::RecordedRequest;
 pub use request::{RequestInfo, RequestMatch, UnknownVerb, Verb, glob_matches};
+pub use watch::{Hold, HoldRecord, Reads, Release};
 pub use server::{ApiProxy, HookFuture, PLACEHOLDER_TOKEN, ProxyError};

@@ -29,6 +29,7 @@
 //! ```
 
 mod faults;
+mod lag;
 mod record;
 mod request;
 mod server;
@@ -38,7 +39,8 @@ mod watch;
 pub use faults::{
     AppliedFault, FaultAction, FaultRule, Fired, HookPosition, status_body, status_reason,
 };
+pub use lag::{HoldError, MAX_HOLD};
 pub use record::RecordedRequest;
 pub use request::{RequestInfo, RequestMatch, UnknownVerb, Verb, glob_matches};
-pub use watch::{Hold, HoldRecord, Reads, Release};
 pub use server::{ApiProxy, HookFuture, PLACEHOLDER_TOKEN, ProxyError};
+pub use watch::{Hold, HoldRecord, Reads, Release};

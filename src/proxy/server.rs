@@ -23,9 +23,11 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 
 use super::faults::{FaultAction, FaultRule, Fired, HookPosition, Terminal, status_body};
+use super::lag::{RelayBody, relay, stale_read, stale_read_applies};
 use super::record::{Journal, RecordedRequest};
-use super::request::RequestInfo;
+use super::request::{RequestInfo, Verb};
 use super::tls;
+use super::watch::Hub;
 use crate::host::write_private;
 
 /// The token of the kubeconfig the proxy writes. The proxy ignores it: it listens on
@@ -95,13 +97,20 @@ pub type HookFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 type Hook = Arc<dyn Fn(Fired) -> HookFuture + Send + Sync>;
 
 /// What the server tasks share with the handle.
-struct Shared {
-    upstream: kube::Client,
+pub(super) struct Shared {
+    pub(super) upstream: kube::Client,
     journal: Mutex<Journal>,
     hook: Mutex<Option<Hook>>,
+    hub: Mutex<Hub>,
 }
 
 impl Shared {
+    /// The relayed watches and the holds on them.
+    pub(super) fn hub(&self) -> MutexGuard<'_, Hub> {
+        // Every hub method leaves it consistent: a panic elsewhere cannot tear it.
+        self.hub.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn journal(&self) -> MutexGuard<'_, Journal> {
         // The journal stays consistent between statements: a panic elsewhere cannot tear it.
         self.journal.lock().unwrap_or_else(PoisonError::into_inner)
@@ -121,7 +130,7 @@ pub struct ApiProxy {
     addr: SocketAddr,
     kubeconfig: PathBuf,
     ca_pem: String,
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -162,6 +171,7 @@ impl ApiProxy {
             upstream,
             journal: Mutex::new(Journal::default()),
             hook: Mutex::new(None),
+            hub: Mutex::new(Hub::default()),
         });
         let (stop, stopped) = oneshot::channel();
         let acceptor = TlsAcceptor::from(identity.config);
@@ -375,7 +385,7 @@ async fn serve_connection(tcp: TcpStream, acceptor: TlsAcceptor, shared: Arc<Sha
 }
 
 /// The body of an answer: one the proxy made, or the apiserver's, streamed.
-type ProxyBody = Either<Full<Bytes>, kube::client::Body>;
+pub(super) type ProxyBody = Either<Full<Bytes>, Either<kube::client::Body, RelayBody>>;
 
 /// A hook held the request: the connection is closed without an answer.
 #[derive(Debug, thiserror::Error)]
@@ -384,7 +394,7 @@ struct Dropped;
 
 /// Records one request, applies its faults, forwards it, records how it ended.
 async fn handle(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     request: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Dropped> {
     let arrived = Instant::now();
@@ -431,10 +441,16 @@ async fn handle(
                 drop(upstream);
                 Err(Dropped)
             }
-            None => Ok(forward(shared, &info, request)
-                .await
-                .map(downstream)
-                .unwrap_or_else(|answer| answer)),
+            None => Ok(
+                match stale_read_applies(&info).then(|| shared.hub().stale_at(&info)) {
+                    Some(Some(at)) => stale_read(shared, &info, at).await,
+                    _ => match forward(shared, &info, request).await {
+                        Ok(upstream) if info.verb == Verb::Watch => relay(shared, &info, upstream),
+                        Ok(upstream) => downstream(upstream),
+                        Err(answer) => answer,
+                    },
+                },
+            ),
         }
     };
     let status = answer.as_ref().ok().map(|r| r.status().as_u16());
@@ -522,9 +538,9 @@ async fn forward(
 }
 
 /// The apiserver's answer as the client gets it: status, end-to-end headers, streamed body.
-fn downstream(upstream: Response<kube::client::Body>) -> Response<ProxyBody> {
+pub(super) fn downstream(upstream: Response<kube::client::Body>) -> Response<ProxyBody> {
     let (parts, body) = upstream.into_parts();
-    let mut response = Response::new(Either::Right(body));
+    let mut response = Response::new(Either::Right(Either::Left(body)));
     *response.status_mut() = parts.status;
     copy_end_to_end(&parts.headers, response.headers_mut(), &[]);
     response
@@ -543,7 +559,7 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 ];
 
 /// Copies every header except hop-by-hop ones, those `Connection` names, and `skip`.
-fn copy_end_to_end(from: &HeaderMap, to: &mut HeaderMap, skip: &[HeaderName]) {
+pub(super) fn copy_end_to_end(from: &HeaderMap, to: &mut HeaderMap, skip: &[HeaderName]) {
     let named: Vec<String> = from
         .get_all(header::CONNECTION)
         .iter()
@@ -577,7 +593,7 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
 }
 
 /// An answer the proxy makes: a Kubernetes `Status` of `code` (200 to 599; others become 500).
-fn status_response(code: u16, info: &RequestInfo, message: &str) -> Response<ProxyBody> {
+pub(super) fn status_response(code: u16, info: &RequestInfo, message: &str) -> Response<ProxyBody> {
     let (status, message) = match StatusCode::from_u16(code) {
         Ok(status) if (200..600).contains(&code) => (status, message.to_string()),
         _ => (

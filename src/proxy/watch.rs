@@ -12,7 +12,7 @@
 //! seen and gone inside the window never delivered), or dropped while the stream ends with
 //! `410 Gone` so that the client lists again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::time::Instant;
 
@@ -211,11 +211,7 @@ impl Event {
 
     /// The object's identity across its events.
     fn key(&self) -> (String, String, String) {
-        (
-            self.uid.clone(),
-            self.namespace.clone(),
-            self.name.clone(),
-        )
+        (self.uid.clone(), self.namespace.clone(), self.name.clone())
     }
 
     /// The same event, announced as `ADDED`.
@@ -288,6 +284,32 @@ pub(crate) fn gone_line(rv: u64) -> Bytes {
     Bytes::from(line)
 }
 
+/// Cuts a watch body into its lines, however the frames split them.
+#[derive(Debug, Default)]
+pub(crate) struct Lines {
+    partial: Vec<u8>,
+}
+
+impl Lines {
+    /// The lines `data` completes, each with its newline.
+    pub fn push(&mut self, data: &[u8]) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        let mut rest = data;
+        while let Some(at) = rest.iter().position(|b| *b == b'\n') {
+            self.partial.extend_from_slice(&rest[..=at]);
+            out.push(Bytes::from(std::mem::take(&mut self.partial)));
+            rest = &rest[at + 1..];
+        }
+        self.partial.extend_from_slice(rest);
+        out
+    }
+
+    /// What is left when the body ends (a last line without its newline).
+    pub fn finish(&mut self) -> Option<Bytes> {
+        (!self.partial.is_empty()).then(|| Bytes::from(std::mem::take(&mut self.partial)))
+    }
+}
+
 /// A hold in force.
 #[derive(Debug)]
 struct ActiveHold {
@@ -319,6 +341,8 @@ pub(crate) struct Hub {
     holds: Vec<ActiveHold>,
     records: Vec<HoldRecord>,
     errors: Vec<String>,
+    /// Kinds a watch was answered for in a form the proxy cannot read (Table, protobuf).
+    unreadable: HashSet<(String, String)>,
 }
 
 impl Hub {
@@ -384,6 +408,25 @@ impl Hub {
         all.extend(self.holds.iter().map(|h| h.record.clone()));
         all.sort_by_key(|r| r.id);
         all
+    }
+
+    /// Notes a watch of `info`'s kind relayed untouched, in a form holds cannot read.
+    pub fn unreadable(&mut self, info: &RequestInfo) {
+        self.unreadable
+            .insert((info.group.clone(), info.resource.clone()));
+    }
+
+    /// Why `hold` cannot stand, if a watch of its kind went by unreadable.
+    pub fn unreadable_watch(&self, hold: &Hold) -> Option<String> {
+        self.unreadable
+            .contains(&(hold.group.clone(), hold.resource.clone()))
+            .then(|| {
+                format!(
+                    "a watch of {} was answered in a form other than a JSON event stream \
+                     (Table or protobuf), which the proxy cannot hold events of",
+                    hold.resource
+                )
+            })
     }
 
     /// Records something that makes a fault not one a real cluster could produce.

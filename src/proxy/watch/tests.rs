@@ -72,7 +72,10 @@ fn assert_growing(lines: &[String]) {
         .iter()
         .filter_map(|l| l.rsplit_once('@')?.1.parse().ok())
         .collect();
-    assert!(rvs.windows(2).all(|w| w[0] < w[1]), "not growing: {lines:?}");
+    assert!(
+        rvs.windows(2).all(|w| w[0] < w[1]),
+        "not growing: {lines:?}"
+    );
 }
 
 #[test]
@@ -144,7 +147,11 @@ fn other_kinds_and_namespaces_are_not_held() {
     let (tx, mut rx2) = mpsc::unbounded_channel();
     let s2 = hub.open(&watch("podcliques"), tx);
     hub.line(s2, event("MODIFIED", "a", 12));
-    assert_eq!(received(&mut rx2), ["MODIFIED a@12"], "namespace ns is not held");
+    assert_eq!(
+        received(&mut rx2),
+        ["MODIFIED a@12"],
+        "namespace ns is not held"
+    );
 }
 
 #[test]
@@ -307,4 +314,20 @@ fn records_say_what_each_hold_did() {
         "hold podcliques job in ns, reads stale, coalesced at release from rv 10: \
          1 event held, 1 delivered at release"
     );
+}
+
+#[test]
+fn lines_are_cut_wherever_the_frames_split_them() {
+    let mut lines = Lines::default();
+    assert!(lines.push(b"{\"a\"").is_empty());
+    assert_eq!(
+        lines.push(b":1}\n{\"b\":2}\n{"),
+        [
+            Bytes::from_static(b"{\"a\":1}\n"),
+            Bytes::from_static(b"{\"b\":2}\n")
+        ]
+    );
+    assert_eq!(lines.push(b"}"), Vec::<Bytes>::new());
+    assert_eq!(lines.finish(), Some(Bytes::from_static(b"{}")));
+    assert_eq!(lines.finish(), None);
 }

@@ -25,7 +25,7 @@ use tokio_rustls::TlsAcceptor;
 use super::faults::{FaultAction, FaultRule, Fired, HookPosition, Terminal, status_body};
 use super::lag::{RelayBody, relay, stale_read, stale_read_applies};
 use super::record::{Journal, RecordedRequest};
-use super::request::{RequestInfo, Verb};
+use super::request::{RequestInfo, RequestMatch, Verb};
 use super::tls;
 use super::watch::Hub;
 use crate::host::write_private;
@@ -96,12 +96,16 @@ pub type HookFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 type Hook = Arc<dyn Fn(Fired) -> HookFuture + Send + Sync>;
 
+/// What a mark runs when its request comes: it gets the request.
+type MarkCallback = Box<dyn FnOnce(RequestInfo) -> HookFuture + Send>;
+
 /// What the server tasks share with the handle.
 pub(super) struct Shared {
     pub(super) upstream: kube::Client,
     journal: Mutex<Journal>,
     hook: Mutex<Option<Hook>>,
     hub: Mutex<Hub>,
+    marks: Mutex<std::collections::HashMap<u64, MarkCallback>>,
 }
 
 impl Shared {
@@ -172,6 +176,7 @@ impl ApiProxy {
             journal: Mutex::new(Journal::default()),
             hook: Mutex::new(None),
             hub: Mutex::new(Hub::default()),
+            marks: Mutex::new(std::collections::HashMap::new()),
         });
         let (stop, stopped) = oneshot::channel();
         let acceptor = TlsAcceptor::from(identity.config);
@@ -228,6 +233,41 @@ impl ApiProxy {
             .hook
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(hook);
+    }
+
+    /// Runs `callback` when the `nth` (1-based) request `matches` selects from now on
+    /// arrives (`Before`: the request waits for it, then goes to the apiserver) or has been
+    /// answered by the apiserver (`After`: the answer waits for it). Unlike a hook, the
+    /// request goes on as if nothing happened. Fires once; returns the mark's id.
+    pub fn on_request<F, Fut>(
+        &self,
+        matches: RequestMatch,
+        nth: u32,
+        position: HookPosition,
+        callback: F,
+    ) -> u64
+    where
+        F: FnOnce(RequestInfo) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        // The callback is registered before the mark can be due.
+        let mut marks = self.shared.marks.lock().unwrap_or_else(PoisonError::into_inner);
+        let id = self.shared.journal().mark(matches, nth, position);
+        marks.insert(
+            id,
+            Box::new(move |info| Box::pin(callback(info)) as HookFuture),
+        );
+        id
+    }
+
+    /// Forgets every mark that has not fired.
+    pub fn clear_marks(&self) {
+        self.shared.journal().clear_marks();
+        self.shared
+            .marks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 
     /// Removes the hook callback.
@@ -404,7 +444,17 @@ async fn handle(
         request.uri().query().unwrap_or_default(),
     );
     let upgrade = is_upgrade(request.headers());
-    let (seq, decision) = shared.journal().arrive(info.clone(), !upgrade);
+    let (seq, decision, marks) = {
+        let mut journal = shared.journal();
+        let (seq, decision) = journal.arrive(info.clone(), !upgrade);
+        let marks = if upgrade {
+            Vec::new()
+        } else {
+            journal.due_marks(&info)
+        };
+        (seq, decision, marks)
+    };
+    run_marks(shared, &marks, HookPosition::Before, &info).await;
     let answer = if upgrade {
         Ok(status_response(
             501,
@@ -445,8 +495,14 @@ async fn handle(
                 match stale_read_applies(&info).then(|| shared.hub().stale_at(&info)) {
                     Some(Some(at)) => stale_read(shared, &info, at).await,
                     _ => match forward(shared, &info, request).await {
-                        Ok(upstream) if info.verb == Verb::Watch => relay(shared, &info, upstream),
-                        Ok(upstream) => downstream(upstream),
+                        Ok(upstream) => {
+                            run_marks(shared, &marks, HookPosition::After, &info).await;
+                            if info.verb == Verb::Watch {
+                                relay(shared, &info, upstream)
+                            } else {
+                                downstream(upstream)
+                            }
+                        }
                         Err(answer) => answer,
                     },
                 },
@@ -456,6 +512,31 @@ async fn handle(
     let status = answer.as_ref().ok().map(|r| r.status().as_u16());
     shared.journal().answered(seq, status, arrived.elapsed());
     answer
+}
+
+/// Runs the callbacks of the due `marks` at `position`, each to completion on a task of its
+/// own (the client going away must not cancel one half-way).
+async fn run_marks(
+    shared: &Shared,
+    marks: &[(u64, HookPosition)],
+    position: HookPosition,
+    info: &RequestInfo,
+) {
+    for (id, at) in marks {
+        if *at != position {
+            continue;
+        }
+        let callback = shared
+            .marks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        if let Some(callback) = callback
+            && let Err(error) = tokio::spawn(callback(info.clone())).await
+        {
+            tracing::warn!(%error, "API proxy mark callback failed");
+        }
+    }
 }
 
 /// Records the firing and runs the callback to completion.

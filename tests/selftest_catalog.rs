@@ -776,10 +776,28 @@ steps:
         "{d}"
     );
     assert!(d.contains("8:") && d.contains("unknown reads `old`"), "{d}");
-    assert!(d.contains("9:") && d.contains("unknown release `drop`"), "{d}");
-    assert!(d.contains("10:") && d.contains("`name` belongs to a `hold`"), "{d}");
-    assert!(d.contains("11:") && d.contains("outlives what a real apiserver keeps"), "{d}");
-    assert!(d.contains("12:") && d.contains("unknown fault `stop`"), "{d}");
-    assert!(d.contains("13:") && d.contains("steps[6].fault.hold"), "{d}");
-    assert!(d.contains("14:") && d.contains("`nth` counts from 1"), "{d}");
+    assert!(
+        d.contains("9:") && d.contains("unknown release `drop`"),
+        "{d}"
+    );
+    assert!(
+        d.contains("10:") && d.contains("`name` belongs to a `hold`"),
+        "{d}"
+    );
+    assert!(
+        d.contains("11:") && d.contains("outlives what a real apiserver keeps"),
+        "{d}"
+    );
+    assert!(
+        d.contains("12:") && d.contains("unknown fault `stop`"),
+        "{d}"
+    );
+    assert!(
+        d.contains("13:") && d.contains("steps[6].fault.hold"),
+        "{d}"
+    );
+    assert!(
+        d.contains("14:") && d.contains("`nth` counts from 1"),
+        "{d}"
+    );
 }

@@ -110,11 +110,31 @@ pub(super) fn relay(
     response
 }
 
-/// Whether a stale-read hold answers this request: a GET or LIST of the object itself or
-/// its status (other subresources are read as they are).
-pub(super) fn stale_read_applies(info: &RequestInfo) -> bool {
-    matches!(info.verb, Verb::Get | Verb::List)
-        && (info.subresource.is_empty() || info.subresource == "status")
+/// Whether a stale-read hold standing at `at` answers this request: a GET or LIST of the
+/// object itself or its status (other subresources are read as they are) that a real
+/// apiserver serves from its watch cache, which is what lags: `resourceVersion=0`, or a
+/// resourceVersion not newer than `at` without `resourceVersionMatch=Exact`. A read without
+/// a resourceVersion is a quorum read, current on every apiserver, and stays so.
+pub(super) fn stale_read_applies(info: &RequestInfo, at: u64) -> bool {
+    if !matches!(info.verb, Verb::Get | Verb::List)
+        || !(info.subresource.is_empty() || info.subresource == "status")
+    {
+        return false;
+    }
+    let mut version = None;
+    let mut exact = false;
+    for (key, value) in form_urlencoded::parse(info.query.as_bytes()) {
+        match key.as_ref() {
+            "resourceVersion" => version = Some(value.into_owned()),
+            "resourceVersionMatch" => exact = value == "Exact",
+            _ => {}
+        }
+    }
+    match version.as_deref() {
+        Some("0") => true,
+        Some(v) => !exact && v.parse::<u64>().is_ok_and(|v| v <= at),
+        None => false,
+    }
 }
 
 /// The collection path of `info`'s kind in its namespace.
@@ -345,6 +365,36 @@ impl ApiProxy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_reads_a_watch_cache_serves_are_answered_stale() {
+        let read = |verb: &str, path: &str, query: &str| {
+            stale_read_applies(&RequestInfo::parse(verb, path, query), 50)
+        };
+        let pod = "/api/v1/namespaces/ns/pods/p";
+        let pods = "/api/v1/namespaces/ns/pods";
+        assert!(read("GET", pods, "resourceVersion=0"));
+        assert!(read("GET", pod, "resourceVersion=0"));
+        assert!(read("GET", &format!("{pod}/status"), "resourceVersion=0"));
+        assert!(read("GET", pods, "resourceVersion=40"));
+        assert!(read(
+            "GET",
+            pods,
+            "resourceVersion=40&resourceVersionMatch=NotOlderThan"
+        ));
+        // Quorum reads are current on a real apiserver; exact ones name their version.
+        assert!(!read("GET", pods, ""));
+        assert!(!read("GET", pod, ""));
+        assert!(!read(
+            "GET",
+            pods,
+            "resourceVersion=40&resourceVersionMatch=Exact"
+        ));
+        assert!(!read("GET", pods, "resourceVersion=60"));
+        assert!(!read("GET", pods, "watch=true&resourceVersion=0"));
+        assert!(!read("GET", &format!("{pod}/log"), "resourceVersion=0"));
+        assert!(!read("PATCH", pod, "resourceVersion=0"));
+    }
 
     #[test]
     fn lists_are_read_exactly_at_the_hold() {

@@ -251,7 +251,11 @@ impl ApiProxy {
         Fut: Future<Output = ()> + Send + 'static,
     {
         // The callback is registered before the mark can be due.
-        let mut marks = self.shared.marks.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut marks = self
+            .shared
+            .marks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let id = self.shared.journal().mark(matches, nth, position);
         marks.insert(
             id,
@@ -491,27 +495,31 @@ async fn handle(
                 drop(upstream);
                 Err(Dropped)
             }
-            None => Ok(
-                match stale_read_applies(&info).then(|| shared.hub().stale_at(&info)) {
-                    Some(Some(at)) => stale_read(shared, &info, at).await,
-                    _ => match forward(shared, &info, request).await {
-                        Ok(upstream) => {
-                            run_marks(shared, &marks, HookPosition::After, &info).await;
-                            if info.verb == Verb::Watch {
-                                relay(shared, &info, upstream)
-                            } else {
-                                downstream(upstream)
-                            }
+            None => Ok(match stale_at(shared, &info) {
+                Some(at) => stale_read(shared, &info, at).await,
+                _ => match forward(shared, &info, request).await {
+                    Ok(upstream) => {
+                        run_marks(shared, &marks, HookPosition::After, &info).await;
+                        if info.verb == Verb::Watch {
+                            relay(shared, &info, upstream)
+                        } else {
+                            downstream(upstream)
                         }
-                        Err(answer) => answer,
-                    },
+                    }
+                    Err(answer) => answer,
                 },
-            ),
+            }),
         }
     };
     let status = answer.as_ref().ok().map(|r| r.status().as_u16());
     shared.journal().answered(seq, status, arrived.elapsed());
     answer
+}
+
+/// The resourceVersion a stale-read hold answers `info` at, if one does.
+fn stale_at(shared: &Shared, info: &RequestInfo) -> Option<u64> {
+    let at = shared.hub().stale_at(info)?;
+    stale_read_applies(info, at).then_some(at)
 }
 
 /// Runs the callbacks of the due `marks` at `position`, each to completion on a task of its

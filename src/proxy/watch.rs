@@ -29,8 +29,10 @@ pub enum Reads {
     /// As the apiserver has them now: only the watch lags (an informer's cache behind a
     /// current apiserver).
     Current,
-    /// As of the hold's resourceVersion: GET and LIST are answered by an exact read at it
-    /// (an apiserver whose own cache lags). Writes still go through.
+    /// As of the hold's resourceVersion: the GET and LIST a real apiserver serves from its
+    /// watch cache (`resourceVersion=0`, or not newer than the hold) are answered by an exact
+    /// read at it, as an apiserver whose cache lags would. Quorum reads (no resourceVersion)
+    /// stay current, as on every apiserver; writes still go through.
     Stale,
 }
 

@@ -8,9 +8,7 @@ use tokio::task::JoinHandle;
 
 use super::steps::{CaseRun, StepError};
 use super::triggers::TriggerSource;
-use crate::catalog::{
-    DeletionTarget, FaultStep, FaultStepAction, HoldFault, HoldRelease, Trigger,
-};
+use crate::catalog::{DeletionTarget, FaultStep, FaultStepAction, HoldFault, HoldRelease, Trigger};
 use crate::proxy::{ApiProxy, Hold, HookPosition, Reads, Release, RequestMatch};
 use crate::report::Outcome;
 use crate::vocab::Kind;
@@ -146,21 +144,28 @@ impl CaseRun<'_> {
         let points = log
             .lines
             .into_iter()
-            .map(|(hold, label)| match hold.and_then(|id| records.iter().find(|r| r.id == id)) {
-                Some(record) => format!("{record} ({label})"),
-                None => label,
-            })
+            .map(
+                |(hold, label)| match hold.and_then(|id| records.iter().find(|r| r.id == id)) {
+                    Some(record) => format!("{record} ({label})"),
+                    None => label,
+                },
+            )
             .collect();
         failed.extend(proxy.fault_errors());
         if !failed.is_empty() && !matches!(outcome, Outcome::Error { .. }) {
             outcome = Outcome::Error {
-                message: format!("a fault was not one a real cluster can produce: {}", failed.join("; ")),
+                message: format!(
+                    "a fault was not one a real cluster can produce: {}",
+                    failed.join("; ")
+                ),
             };
         } else if let Some(missed) = never.first()
             && outcome == Outcome::Pass
         {
             outcome = Outcome::Skip {
-                reason: format!("the armed fault ({missed}) never started: its trigger never fired"),
+                reason: format!(
+                    "the armed fault ({missed}) never started: its trigger never fired"
+                ),
             };
         }
         (outcome, points)

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
 use grove_conformance::proxy::{
-    ApiProxy, FaultAction, FaultRule, Fired, HookPosition, RecordedRequest, RequestMatch, Verb,
+    ApiProxy, FaultAction, FaultRule, Fired, Hold, HookPosition, Reads, RecordedRequest, Release,
+    RequestMatch, Verb,
 };
 use grove_conformance::target::embedded::client_for;
 use grove_conformance::target::embedded::{self, EmbeddedCluster};
@@ -15,7 +16,8 @@ use http_body_util::BodyExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{
-    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+    Api, DeleteParams, GetParams, ListParams, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
 };
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -545,5 +547,342 @@ fn shutdown_closes_watches_and_removes_the_kubeconfig() {
         .expect("the watch ended");
         assert!(!kubeconfig.exists());
         assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    });
+}
+
+/// The next watch item other than a bookmark, or `None` when none comes within `within` or
+/// the watch ends.
+async fn next_event<S>(events: &mut S, within: Duration) -> Option<WatchEvent<ConfigMap>>
+where
+    S: Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + Unpin,
+{
+    let wait = async {
+        loop {
+            match events.next().await {
+                Some(Ok(WatchEvent::Bookmark(_))) => continue,
+                Some(Ok(event)) => return Some(event),
+                None => return None,
+                other => panic!("unexpected watch item {other:?}"),
+            }
+        }
+    };
+    tokio::time::timeout(within, wait).await.ok().flatten()
+}
+
+/// `TYPE name=value` of a watch event.
+fn said(event: &WatchEvent<ConfigMap>) -> String {
+    match event {
+        WatchEvent::Added(c) => format!("ADDED {}={}", c.name_any(), value(c).unwrap_or("")),
+        WatchEvent::Modified(c) => {
+            format!("MODIFIED {}={}", c.name_any(), value(c).unwrap_or(""))
+        }
+        WatchEvent::Deleted(c) => format!("DELETED {}={}", c.name_any(), value(c).unwrap_or("")),
+        WatchEvent::Bookmark(_) => "BOOKMARK".into(),
+        WatchEvent::Error(e) => format!("ERROR {}", e.code),
+    }
+}
+
+/// A labelled ConfigMap, so a watch sees only the test's own objects.
+fn labelled(name: &str, value: &str, label: &str) -> ConfigMap {
+    let mut object = cm(name, value);
+    object
+        .labels_mut()
+        .insert("proxy-test".into(), label.into());
+    object
+}
+
+fn configmap_hold(ns: &str) -> Hold {
+    let mut hold = Hold::kind("", "v1", "configmaps");
+    hold.namespace = Some(ns.to_string());
+    hold
+}
+
+/// Every event until `within` passes without one.
+async fn drain<S>(events: &mut S, within: Duration) -> Vec<String>
+where
+    S: Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + Unpin,
+{
+    let mut out = Vec::new();
+    while let Some(event) = next_event(events, within).await {
+        out.push(said(&event));
+    }
+    out
+}
+
+#[test]
+fn a_hold_keeps_watch_events_back_until_released_and_reads_stay_current() {
+    with_proxy("hold", |w| async move {
+        let cms = w.proxied_cms();
+        let params = WatchParams::default().labels("proxy-test=hold").timeout(50);
+        let pp = PostParams::default();
+        w.direct_cms()
+            .create(&pp, &labelled("a", "1", "hold"))
+            .await
+            .unwrap();
+        let version = cms
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .metadata
+            .resource_version;
+        let mut events = cms.watch(&params, &version.unwrap()).await.unwrap().boxed();
+        let record = w.proxy.hold(configmap_hold(&w.ns)).await.unwrap();
+        assert!(record.at > 0);
+        let direct = w.direct_cms();
+        direct
+            .patch("a", &PatchParams::default(), &merge("2"))
+            .await
+            .unwrap();
+        direct
+            .patch("a", &PatchParams::default(), &merge("3"))
+            .await
+            .unwrap();
+        assert_eq!(
+            next_event(&mut events, Duration::from_millis(800))
+                .await
+                .as_ref()
+                .map(said),
+            None
+        );
+        // The watch lags; a read does not.
+        assert_eq!(value(&cms.get("a").await.unwrap()), Some("3"));
+        let released = w.proxy.release(record.id).unwrap();
+        assert_eq!(released.delivered, Some(2));
+        assert_eq!(
+            drain(&mut events, Duration::from_millis(500)).await,
+            ["MODIFIED a=2", "MODIFIED a=3"]
+        );
+        direct
+            .patch("a", &PatchParams::default(), &merge("4"))
+            .await
+            .unwrap();
+        assert_eq!(
+            drain(&mut events, Duration::from_millis(500)).await,
+            ["MODIFIED a=4"],
+            "released for good"
+        );
+        assert!(w.proxy.fault_errors().is_empty());
+    });
+}
+
+#[test]
+fn stale_reads_answer_as_of_the_hold_and_writes_from_them_conflict() {
+    with_proxy("stale", |w| async move {
+        let cms = w.proxied_cms();
+        let pp = PostParams::default();
+        w.direct_cms()
+            .create(&pp, &labelled("a", "1", "stale"))
+            .await
+            .unwrap();
+        let mut hold = configmap_hold(&w.ns);
+        hold.reads = Reads::Stale;
+        let record = w.proxy.hold(hold).await.unwrap();
+        w.direct_cms()
+            .patch("a", &PatchParams::default(), &merge("2"))
+            .await
+            .unwrap();
+        w.direct_cms()
+            .create(&pp, &labelled("b", "1", "stale"))
+            .await
+            .unwrap();
+        // Reads a watch cache serves (resourceVersion=0) lag with it.
+        let cached = GetParams::any();
+        let old = cms.get_with("a", &cached).await.unwrap();
+        assert_eq!(value(&old), Some("1"), "read as of the hold");
+        match cms.get_with("b", &cached).await {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 404, "b came after the hold"),
+            other => panic!("expected NotFound, got {other:?}"),
+        }
+        // A quorum read is current on every apiserver.
+        assert_eq!(value(&cms.get("a").await.unwrap()), Some("2"));
+        let listed = cms
+            .list(&ListParams::default().labels("proxy-test=stale").match_any())
+            .await
+            .unwrap();
+        let names: Vec<String> = listed.items.iter().map(|c| c.name_any()).collect();
+        assert_eq!(names, ["a"]);
+        assert_eq!(
+            listed.metadata.resource_version,
+            Some(record.at.to_string())
+        );
+        // A write made from the stale view meets optimistic concurrency.
+        let mut stale = old.clone();
+        stale
+            .data
+            .as_mut()
+            .unwrap()
+            .insert("k".into(), "from-stale".into());
+        match cms.replace("a", &pp, &stale).await {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 409),
+            other => panic!("expected a conflict, got {other:?}"),
+        }
+        w.proxy.release(record.id);
+        assert_eq!(value(&cms.get_with("a", &cached).await.unwrap()), Some("2"));
+        assert!(cms.get_with("b", &cached).await.is_ok());
+        assert!(w.proxy.fault_errors().is_empty());
+    });
+}
+
+#[test]
+fn coalescing_delivers_last_states_and_never_what_came_and_went() {
+    with_proxy("coalesce", |w| async move {
+        let cms = w.proxied_cms();
+        let params = WatchParams::default()
+            .labels("proxy-test=coalesce")
+            .timeout(50);
+        let pp = PostParams::default();
+        let direct = w.direct_cms();
+        direct
+            .create(&pp, &labelled("a", "1", "coalesce"))
+            .await
+            .unwrap();
+        let version = cms
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .metadata
+            .resource_version;
+        let mut events = cms.watch(&params, &version.unwrap()).await.unwrap().boxed();
+        let mut hold = configmap_hold(&w.ns);
+        hold.release = Release::Coalesce;
+        let record = w.proxy.hold(hold).await.unwrap();
+        direct
+            .patch("a", &PatchParams::default(), &merge("2"))
+            .await
+            .unwrap();
+        direct
+            .create(&pp, &labelled("brief", "1", "coalesce"))
+            .await
+            .unwrap();
+        direct
+            .create(&pp, &labelled("c", "1", "coalesce"))
+            .await
+            .unwrap();
+        direct
+            .patch("a", &PatchParams::default(), &merge("3"))
+            .await
+            .unwrap();
+        direct
+            .delete("brief", &DeleteParams::default())
+            .await
+            .unwrap();
+        direct
+            .patch("c", &PatchParams::default(), &merge("2"))
+            .await
+            .unwrap();
+        assert_eq!(
+            next_event(&mut events, Duration::from_millis(800))
+                .await
+                .as_ref()
+                .map(said),
+            None
+        );
+        w.proxy.release(record.id);
+        assert_eq!(
+            drain(&mut events, Duration::from_millis(500)).await,
+            ["MODIFIED a=3", "ADDED c=2"]
+        );
+    });
+}
+
+#[test]
+fn a_relist_ends_the_watch_with_410_and_the_client_misses_what_went_meanwhile() {
+    with_proxy("relist", |w| async move {
+        let cms = w.proxied_cms();
+        let params = WatchParams::default()
+            .labels("proxy-test=relist")
+            .timeout(50);
+        let pp = PostParams::default();
+        let direct = w.direct_cms();
+        direct
+            .create(&pp, &labelled("a", "1", "relist"))
+            .await
+            .unwrap();
+        let version = cms
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .metadata
+            .resource_version;
+        let mut events = cms.watch(&params, &version.unwrap()).await.unwrap().boxed();
+        let mut hold = configmap_hold(&w.ns);
+        hold.release = Release::Relist;
+        let record = w.proxy.hold(hold).await.unwrap();
+        direct.delete("a", &DeleteParams::default()).await.unwrap();
+        assert_eq!(
+            next_event(&mut events, Duration::from_millis(800))
+                .await
+                .as_ref()
+                .map(said),
+            None
+        );
+        let released = w.proxy.release(record.id).unwrap();
+        assert_eq!(released.ended, 1);
+        assert_eq!(
+            drain(&mut events, Duration::from_millis(500)).await,
+            ["ERROR 410"]
+        );
+        assert!(events.next().await.is_none(), "the watch is over");
+        // What a client lists again no longer has `a`, and it never saw it deleted.
+        let listed = cms
+            .list(&ListParams::default().labels("proxy-test=relist"))
+            .await
+            .unwrap();
+        assert!(listed.items.is_empty());
+        // A relist on demand, without a hold.
+        let version = listed.metadata.resource_version.unwrap();
+        let mut events = cms.watch(&params, &version).await.unwrap().boxed();
+        // The relay opens once the apiserver answers the watch.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(w.proxy.relist("", "configmaps"), 1);
+        assert_eq!(
+            drain(&mut events, Duration::from_millis(500)).await,
+            ["ERROR 410"]
+        );
+    });
+}
+
+#[test]
+fn a_client_that_reconnects_during_a_hold_is_held_too() {
+    with_proxy("reconnect", |w| async move {
+        let cms = w.proxied_cms();
+        let params = WatchParams::default()
+            .labels("proxy-test=reconnect")
+            .timeout(50);
+        let pp = PostParams::default();
+        let direct = w.direct_cms();
+        direct
+            .create(&pp, &labelled("a", "1", "reconnect"))
+            .await
+            .unwrap();
+        let version = cms
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .metadata
+            .resource_version;
+        let version = version.unwrap();
+        let record = w.proxy.hold(configmap_hold(&w.ns)).await.unwrap();
+        let events = cms.watch(&params, &version).await.unwrap().boxed();
+        direct
+            .patch("a", &PatchParams::default(), &merge("2"))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The client goes away and resumes from where it was.
+        drop(events);
+        let mut events = cms.watch(&params, &version).await.unwrap().boxed();
+        assert_eq!(
+            next_event(&mut events, Duration::from_millis(800))
+                .await
+                .as_ref()
+                .map(said),
+            None
+        );
+        w.proxy.release(record.id);
+        assert_eq!(
+            drain(&mut events, Duration::from_millis(500)).await,
+            ["MODIFIED a=2"]
+        );
     });
 }

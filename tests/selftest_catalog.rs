@@ -312,7 +312,7 @@ steps:
         "cases/x/case.yaml:15:17: steps[5].controller: unknown controller action `nap` (expected pause, resume, crash or wait)",
         "cases/x/case.yaml:16:13: steps[6].reject: missing required key `field`",
         "cases/x/case.yaml:17:5: steps[7]: a step has exactly one key (its kind), found 2",
-        "cases/x/case.yaml:18:5: steps[7].extra: unknown key `extra` (expected one of: apply, update, delete, force-delete, reject, exit, unready, ready, evict, preempt, lose-node, controller, remember, expect)",
+        "cases/x/case.yaml:18:5: steps[7].extra: unknown key `extra` (expected one of: apply, update, delete, force-delete, reject, exit, unready, ready, evict, preempt, lose-node, controller, fault, remember, expect)",
     ];
     let mut got_sorted = got.clone();
     got_sorted.sort();
@@ -700,6 +700,104 @@ steps:
     assert!(d.contains("11:") && d.contains("kind"), "{d}");
     assert!(
         d.contains("12:") && d.contains("`wait` waits for the actions armed before it"),
+        "{d}"
+    );
+}
+
+#[test]
+fn fault_steps_parse_and_their_mistakes_are_named() {
+    let text = r#"
+name: faults
+summary: Faults.
+clauses: [C4]
+profile: core
+fixture: all-ranks
+steps:
+  - fault: {hold: PodCliqueSet}
+  - fault: {hold: PodClique, name: "job-0-*", reads: stale, release: coalesce, for: 10s, until: {deleted: {kind: PodCliqueSet, name: job}}, when: {request: {verb: patch, resource: podcliques, at: after}}}
+  - fault: {relist: Pod, when: {condition: {kind: PodCliqueSet, name: job, type: Completed, status: "True"}}}
+  - fault: release
+"#;
+    let case = catalog::parse_case_with_fixtures(Path::new("faults.yaml"), text, &fixtures())
+        .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
+    let faults: Vec<&catalog::FaultStep> = case
+        .steps
+        .iter()
+        .map(|s| match &s.kind {
+            StepKind::Fault(f) => f,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    match &faults[0].action {
+        catalog::FaultStepAction::Hold(h) => {
+            assert_eq!(h.kind, grove_conformance::vocab::Kind::PodCliqueSet);
+            assert_eq!(h.release, catalog::HoldRelease::Deliver);
+            assert!(!h.stale_reads && h.name.is_none() && h.until.is_none() && h.lasts.is_none());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(faults[0].when.is_none());
+    match &faults[1].action {
+        catalog::FaultStepAction::Hold(h) => {
+            assert_eq!(h.name.as_deref(), Some("job-0-*"));
+            assert!(h.stale_reads);
+            assert_eq!(h.release, catalog::HoldRelease::Coalesce);
+            assert_eq!(h.lasts, Some(catalog::Duration::from_secs(10)));
+            assert!(matches!(h.until, Some(Trigger::Deleted(_))));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(faults[1].when, Some(Trigger::Request(_))));
+    assert_eq!(
+        faults[2].action,
+        catalog::FaultStepAction::Relist(grove_conformance::vocab::Kind::Pod)
+    );
+    assert!(matches!(faults[2].when, Some(Trigger::Condition { .. })));
+    assert_eq!(faults[3].action, catalog::FaultStepAction::Release);
+
+    let bad = r#"name: bad-faults
+summary: Misused faults.
+clauses: [C4]
+profile: core
+fixture: all-ranks
+steps:
+  - fault: {hold: PodClique, relist: Pod}
+  - fault: {hold: PodClique, reads: old}
+  - fault: {hold: PodClique, release: drop}
+  - fault: {relist: Pod, name: x}
+  - fault: {hold: PodClique, for: 10m}
+  - fault: stop
+  - fault: {hold: Event}
+  - fault: {hold: PodClique, until: {request: {verb: delete, nth: 0}}}
+"#;
+    let d = diagnostics("bad-faults", bad).join("\n");
+    assert!(
+        d.contains("7:") && d.contains("exactly one of `hold: <kind>` or `relist: <kind>`"),
+        "{d}"
+    );
+    assert!(d.contains("8:") && d.contains("unknown reads `old`"), "{d}");
+    assert!(
+        d.contains("9:") && d.contains("unknown release `drop`"),
+        "{d}"
+    );
+    assert!(
+        d.contains("10:") && d.contains("`name` belongs to a `hold`"),
+        "{d}"
+    );
+    assert!(
+        d.contains("11:") && d.contains("outlives what a real apiserver keeps"),
+        "{d}"
+    );
+    assert!(
+        d.contains("12:") && d.contains("unknown fault `stop`"),
+        "{d}"
+    );
+    assert!(
+        d.contains("13:") && d.contains("steps[6].fault.hold"),
+        "{d}"
+    );
+    assert!(
+        d.contains("14:") && d.contains("`nth` counts from 1"),
         "{d}"
     );
 }

@@ -76,6 +76,7 @@ pub fn unsweepable(case: &Case) -> Option<String> {
             | StepKind::Delete(_)
             | StepKind::Reject(_)
             | StepKind::Pods(_)
+            | StepKind::Fault(_)
             | StepKind::Remember(_)
             | StepKind::Expect(_) => None,
         })

@@ -29,14 +29,18 @@
 //! ```
 
 mod faults;
+mod lag;
 mod record;
 mod request;
 mod server;
 mod tls;
+mod watch;
 
 pub use faults::{
     AppliedFault, FaultAction, FaultRule, Fired, HookPosition, status_body, status_reason,
 };
+pub use lag::{HoldError, MAX_HOLD};
 pub use record::RecordedRequest;
 pub use request::{RequestInfo, RequestMatch, UnknownVerb, Verb, glob_matches};
 pub use server::{ApiProxy, HookFuture, PLACEHOLDER_TOKEN, ProxyError};
+pub use watch::{Hold, HoldRecord, Reads, Release};

@@ -4,8 +4,19 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::faults::{AppliedFault, Decision, FaultAction, Fired, RuleSet};
-use super::request::RequestInfo;
+use super::faults::{AppliedFault, Decision, FaultAction, Fired, HookPosition, RuleSet};
+use super::request::{RequestInfo, RequestMatch};
+
+/// A request watched for, not touched: at its `nth` match the server runs the mark's
+/// callback (before forwarding, or after the apiserver answered) and goes on. Fires once.
+#[derive(Debug)]
+pub(crate) struct Mark {
+    id: u64,
+    matches: RequestMatch,
+    nth: u32,
+    position: HookPosition,
+    count: u32,
+}
 
 /// One request as the proxy saw it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -34,6 +45,8 @@ pub(crate) struct Journal {
     fired: Vec<Fired>,
     /// The fault rules in force.
     pub rules: RuleSet,
+    marks: Vec<Mark>,
+    next_mark: u64,
 }
 
 impl Journal {
@@ -68,6 +81,41 @@ impl Journal {
             faults: decision.applied.clone(),
         });
         (seq, decision)
+    }
+
+    /// Watches for the `nth` (1-based) request `matches` selects from now on; the mark's id.
+    pub fn mark(&mut self, matches: RequestMatch, nth: u32, position: HookPosition) -> u64 {
+        self.next_mark += 1;
+        self.marks.push(Mark {
+            id: self.next_mark,
+            matches,
+            nth: nth.max(1),
+            position,
+            count: 0,
+        });
+        self.next_mark
+    }
+
+    /// Counts `request` against every mark; the marks it is due on (each once), with where.
+    pub fn due_marks(&mut self, request: &RequestInfo) -> Vec<(u64, HookPosition)> {
+        let mut due = Vec::new();
+        self.marks.retain_mut(|m| {
+            if !m.matches.matches(request) {
+                return true;
+            }
+            m.count += 1;
+            if m.count == m.nth {
+                due.push((m.id, m.position));
+                return false;
+            }
+            true
+        });
+        due
+    }
+
+    /// Forgets every mark not yet due.
+    pub fn clear_marks(&mut self) {
+        self.marks.clear();
     }
 
     /// Records how request `seq` ended (unless the log was cleared since).
@@ -181,5 +229,23 @@ mod tests {
         assert!(skipped.terminal.is_none());
         let (_, counted) = journal.arrive(create(), true);
         assert!(counted.terminal.is_some());
+    }
+
+    #[test]
+    fn a_mark_is_due_once_at_its_nth_match() {
+        let mut journal = Journal::default();
+        let id = journal.mark(
+            RequestMatch::any().resource("configmaps"),
+            2,
+            HookPosition::After,
+        );
+        let other = RequestInfo::parse("GET", "/api/v1/namespaces/ns/pods/p", "");
+        assert!(journal.due_marks(&other).is_empty());
+        assert!(journal.due_marks(&create()).is_empty());
+        assert_eq!(journal.due_marks(&create()), [(id, HookPosition::After)]);
+        assert!(journal.due_marks(&create()).is_empty());
+        journal.mark(RequestMatch::any(), 1, HookPosition::Before);
+        journal.clear_marks();
+        assert!(journal.due_marks(&create()).is_empty());
     }
 }

@@ -23,9 +23,11 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 
 use super::faults::{FaultAction, FaultRule, Fired, HookPosition, Terminal, status_body};
+use super::lag::{RelayBody, relay, stale_read, stale_read_applies};
 use super::record::{Journal, RecordedRequest};
-use super::request::RequestInfo;
+use super::request::{RequestInfo, RequestMatch, Verb};
 use super::tls;
+use super::watch::Hub;
 use crate::host::write_private;
 
 /// The token of the kubeconfig the proxy writes. The proxy ignores it: it listens on
@@ -94,14 +96,25 @@ pub type HookFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 type Hook = Arc<dyn Fn(Fired) -> HookFuture + Send + Sync>;
 
+/// What a mark runs when its request comes: it gets the request.
+type MarkCallback = Box<dyn FnOnce(RequestInfo) -> HookFuture + Send>;
+
 /// What the server tasks share with the handle.
-struct Shared {
-    upstream: kube::Client,
+pub(super) struct Shared {
+    pub(super) upstream: kube::Client,
     journal: Mutex<Journal>,
     hook: Mutex<Option<Hook>>,
+    hub: Mutex<Hub>,
+    marks: Mutex<std::collections::HashMap<u64, MarkCallback>>,
 }
 
 impl Shared {
+    /// The relayed watches and the holds on them.
+    pub(super) fn hub(&self) -> MutexGuard<'_, Hub> {
+        // Every hub method leaves it consistent: a panic elsewhere cannot tear it.
+        self.hub.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn journal(&self) -> MutexGuard<'_, Journal> {
         // The journal stays consistent between statements: a panic elsewhere cannot tear it.
         self.journal.lock().unwrap_or_else(PoisonError::into_inner)
@@ -121,7 +134,7 @@ pub struct ApiProxy {
     addr: SocketAddr,
     kubeconfig: PathBuf,
     ca_pem: String,
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -162,6 +175,8 @@ impl ApiProxy {
             upstream,
             journal: Mutex::new(Journal::default()),
             hook: Mutex::new(None),
+            hub: Mutex::new(Hub::default()),
+            marks: Mutex::new(std::collections::HashMap::new()),
         });
         let (stop, stopped) = oneshot::channel();
         let acceptor = TlsAcceptor::from(identity.config);
@@ -218,6 +233,45 @@ impl ApiProxy {
             .hook
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(hook);
+    }
+
+    /// Runs `callback` when the `nth` (1-based) request `matches` selects from now on
+    /// arrives (`Before`: the request waits for it, then goes to the apiserver) or has been
+    /// answered by the apiserver (`After`: the answer waits for it). Unlike a hook, the
+    /// request goes on as if nothing happened. Fires once; returns the mark's id.
+    pub fn on_request<F, Fut>(
+        &self,
+        matches: RequestMatch,
+        nth: u32,
+        position: HookPosition,
+        callback: F,
+    ) -> u64
+    where
+        F: FnOnce(RequestInfo) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        // The callback is registered before the mark can be due.
+        let mut marks = self
+            .shared
+            .marks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let id = self.shared.journal().mark(matches, nth, position);
+        marks.insert(
+            id,
+            Box::new(move |info| Box::pin(callback(info)) as HookFuture),
+        );
+        id
+    }
+
+    /// Forgets every mark that has not fired.
+    pub fn clear_marks(&self) {
+        self.shared.journal().clear_marks();
+        self.shared
+            .marks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 
     /// Removes the hook callback.
@@ -375,7 +429,7 @@ async fn serve_connection(tcp: TcpStream, acceptor: TlsAcceptor, shared: Arc<Sha
 }
 
 /// The body of an answer: one the proxy made, or the apiserver's, streamed.
-type ProxyBody = Either<Full<Bytes>, kube::client::Body>;
+pub(super) type ProxyBody = Either<Full<Bytes>, Either<kube::client::Body, RelayBody>>;
 
 /// A hook held the request: the connection is closed without an answer.
 #[derive(Debug, thiserror::Error)]
@@ -384,7 +438,7 @@ struct Dropped;
 
 /// Records one request, applies its faults, forwards it, records how it ended.
 async fn handle(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     request: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Dropped> {
     let arrived = Instant::now();
@@ -394,7 +448,17 @@ async fn handle(
         request.uri().query().unwrap_or_default(),
     );
     let upgrade = is_upgrade(request.headers());
-    let (seq, decision) = shared.journal().arrive(info.clone(), !upgrade);
+    let (seq, decision, marks) = {
+        let mut journal = shared.journal();
+        let (seq, decision) = journal.arrive(info.clone(), !upgrade);
+        let marks = if upgrade {
+            Vec::new()
+        } else {
+            journal.due_marks(&info)
+        };
+        (seq, decision, marks)
+    };
+    run_marks(shared, &marks, HookPosition::Before, &info).await;
     let answer = if upgrade {
         Ok(status_response(
             501,
@@ -431,15 +495,56 @@ async fn handle(
                 drop(upstream);
                 Err(Dropped)
             }
-            None => Ok(forward(shared, &info, request)
-                .await
-                .map(downstream)
-                .unwrap_or_else(|answer| answer)),
+            None => Ok(match stale_at(shared, &info) {
+                Some(at) => stale_read(shared, &info, at).await,
+                _ => match forward(shared, &info, request).await {
+                    Ok(upstream) => {
+                        run_marks(shared, &marks, HookPosition::After, &info).await;
+                        if info.verb == Verb::Watch {
+                            relay(shared, &info, upstream)
+                        } else {
+                            downstream(upstream)
+                        }
+                    }
+                    Err(answer) => answer,
+                },
+            }),
         }
     };
     let status = answer.as_ref().ok().map(|r| r.status().as_u16());
     shared.journal().answered(seq, status, arrived.elapsed());
     answer
+}
+
+/// The resourceVersion a stale-read hold answers `info` at, if one does.
+fn stale_at(shared: &Shared, info: &RequestInfo) -> Option<u64> {
+    let at = shared.hub().stale_at(info)?;
+    stale_read_applies(info, at).then_some(at)
+}
+
+/// Runs the callbacks of the due `marks` at `position`, each to completion on a task of its
+/// own (the client going away must not cancel one half-way).
+async fn run_marks(
+    shared: &Shared,
+    marks: &[(u64, HookPosition)],
+    position: HookPosition,
+    info: &RequestInfo,
+) {
+    for (id, at) in marks {
+        if *at != position {
+            continue;
+        }
+        let callback = shared
+            .marks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        if let Some(callback) = callback
+            && let Err(error) = tokio::spawn(callback(info.clone())).await
+        {
+            tracing::warn!(%error, "API proxy mark callback failed");
+        }
+    }
 }
 
 /// Records the firing and runs the callback to completion.
@@ -522,9 +627,9 @@ async fn forward(
 }
 
 /// The apiserver's answer as the client gets it: status, end-to-end headers, streamed body.
-fn downstream(upstream: Response<kube::client::Body>) -> Response<ProxyBody> {
+pub(super) fn downstream(upstream: Response<kube::client::Body>) -> Response<ProxyBody> {
     let (parts, body) = upstream.into_parts();
-    let mut response = Response::new(Either::Right(body));
+    let mut response = Response::new(Either::Right(Either::Left(body)));
     *response.status_mut() = parts.status;
     copy_end_to_end(&parts.headers, response.headers_mut(), &[]);
     response
@@ -543,7 +648,7 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 ];
 
 /// Copies every header except hop-by-hop ones, those `Connection` names, and `skip`.
-fn copy_end_to_end(from: &HeaderMap, to: &mut HeaderMap, skip: &[HeaderName]) {
+pub(super) fn copy_end_to_end(from: &HeaderMap, to: &mut HeaderMap, skip: &[HeaderName]) {
     let named: Vec<String> = from
         .get_all(header::CONNECTION)
         .iter()
@@ -577,7 +682,7 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
 }
 
 /// An answer the proxy makes: a Kubernetes `Status` of `code` (200 to 599; others become 500).
-fn status_response(code: u16, info: &RequestInfo, message: &str) -> Response<ProxyBody> {
+pub(super) fn status_response(code: u16, info: &RequestInfo, message: &str) -> Response<ProxyBody> {
     let (status, message) = match StatusCode::from_u16(code) {
         Ok(status) if (200..600).contains(&code) => (status, message.to_string()),
         _ => (

@@ -544,6 +544,7 @@ impl Catalog {
                 | StepKind::Delete(_)
                 | StepKind::Pods(_)
                 | StepKind::Controller(_)
+                | StepKind::Fault(_)
                 | StepKind::Remember(_)
                 | StepKind::Expect(_) => continue,
             };

@@ -140,6 +140,8 @@ pub enum StepKind {
     Pods(PodStep),
     /// `controller`: pause, resume or crash the implementation, or wait for armed actions.
     Controller(ControllerStep),
+    /// `fault`: hold back, coalesce or relist what the implementation's watches see.
+    Fault(FaultStep),
     /// `remember`: record the UID of an object or pod under a label.
     Remember(Remember),
     /// `expect`: a predicate that must become true (`within`) and/or stay true (`for`).
@@ -157,6 +159,7 @@ impl StepKind {
             StepKind::Reject(_) => "reject",
             StepKind::Pods(p) => p.action.keyword(),
             StepKind::Controller(_) => "controller",
+            StepKind::Fault(_) => "fault",
             StepKind::Remember(_) => "remember",
             StepKind::Expect(_) => "expect",
         }
@@ -384,6 +387,55 @@ pub enum ControllerAction {
     /// Wait until every action armed with `when` has been carried out (a pinned pause has
     /// landed), before the case goes on.
     Wait,
+}
+
+/// A `fault` step: a fault on what the implementation sees through the harness's API proxy,
+/// now or when a trigger fires.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultStep {
+    /// What it does.
+    pub action: FaultStepAction,
+    /// When it starts; `None` for at once.
+    pub when: Option<Trigger>,
+}
+
+/// What a [`FaultStep`] does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FaultStepAction {
+    /// `hold: <kind>`: keep the implementation's watch events of the kind back.
+    Hold(HoldFault),
+    /// `relist: <kind>`: end the implementation's watches of the kind with `410 Gone`.
+    Relist(Kind),
+    /// `release`: release every hold of the case now.
+    Release,
+}
+
+/// A hold on the watch events of a kind in the case's namespace ([`FaultStepAction::Hold`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HoldFault {
+    /// The kind (a Grove kind or `Pod`).
+    pub kind: Kind,
+    /// Only objects whose name matches this glob (`*` for any run of characters).
+    pub name: Option<String>,
+    /// `reads: stale`: GET and LIST of the kind are answered as of the hold's start.
+    pub stale_reads: bool,
+    /// What the release delivers.
+    pub release: HoldRelease,
+    /// `until:`: released when this trigger fires (armed when the hold starts).
+    pub until: Option<Trigger>,
+    /// `for:`: released this long after it started.
+    pub lasts: Option<Duration>,
+}
+
+/// What releasing a hold delivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldRelease {
+    /// Every held event, in order.
+    Deliver,
+    /// Each held object's last state only.
+    Coalesce,
+    /// Nothing: the watches end with `410 Gone` and the implementation lists again.
+    Relist,
 }
 
 /// A watch event that fires an armed controller action.

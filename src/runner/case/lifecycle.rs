@@ -172,6 +172,8 @@ async fn run_steps_noting(
         remembered: BTreeMap::new(),
         triggers: Vec::new(),
         lost_nodes: Vec::new(),
+        faults: Vec::new(),
+        fault_log: Arc::default(),
         time: std::sync::Mutex::default(),
         kubelet_lag: Arc::default(),
     };
@@ -312,10 +314,13 @@ async fn tear_down(
     for trigger in ctx.triggers.drain(..) {
         trigger.abort();
     }
+    let (settled, fault_points) = ctx.settle_faults(outcome).await;
+    outcome = settled;
     if let Some(proxy) = &ctx.proxy {
         let landed = landed_pins(proxy, &namespace, &ctx.pins);
         outcome = with_pins_landed(outcome, &ctx.pins, landed.len());
         *crash_points = landed;
+        crash_points.extend(fault_points);
         if let Some(sink) = &run.record_writes {
             sink.lock().unwrap_or_else(|p| p.into_inner()).extend(
                 proxy

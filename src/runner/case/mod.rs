@@ -12,10 +12,12 @@
 //!   with retries on conflicts;
 //! - `pod_actions`: pod and node actions through the pod driver;
 //! - `triggers`: `controller` steps, now or when a trigger fires;
+//! - `faults`: `fault` steps, holds and relists of what the implementation's watches see;
 //! - `expect`: `remember` and `expect`, the waits and holds of expectations;
 //! - `verdict`: the pure decision of how a case ended, beside the lifecycle's actions.
 
 mod expect;
+mod faults;
 mod lifecycle;
 mod pod_actions;
 mod requirements;

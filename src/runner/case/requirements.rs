@@ -74,6 +74,7 @@ pub(super) fn case_pods(case: &Case, catalog: &Catalog) -> u64 {
         | StepKind::Reject(_)
         | StepKind::Pods(_)
         | StepKind::Controller(_)
+        | StepKind::Fault(_)
         | StepKind::Remember(_)
         | StepKind::Expect(_) => None,
     });
@@ -184,7 +185,14 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
                     return Some(reason);
                 }
             }
-            StepKind::Controller(_)
+            StepKind::Fault(_) if !ctx.implementation.per_case() || !ctx.api_proxy => {
+                return Some(
+                    "the case holds back what the implementation's watches see, which needs an implementation of its own per case behind the harness's API proxy"
+                        .into(),
+                );
+            }
+            StepKind::Fault(_)
+            | StepKind::Controller(_)
             | StepKind::Apply(_)
             | StepKind::Update(_)
             | StepKind::Delete(_)
@@ -213,6 +221,7 @@ fn written_resource(step: &StepKind) -> Option<&'static str> {
         },
         StepKind::Pods(_)
         | StepKind::Controller(_)
+        | StepKind::Fault(_)
         | StepKind::Remember(_)
         | StepKind::Expect(_) => None,
     }

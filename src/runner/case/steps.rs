@@ -8,7 +8,9 @@ use std::time::Duration;
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::lifecycle::RunContext;
-use crate::catalog::{Case, ControllerAction, RequestPin, StepKind, Target, UidSubject};
+use crate::catalog::{
+    Case, ControllerAction, FaultStepAction, RequestPin, StepKind, Target, UidSubject,
+};
 use crate::implementation::Instance;
 use crate::proxy::ApiProxy;
 use crate::report::{Failure, RunEvent, TimeSplit};
@@ -37,6 +39,10 @@ pub(super) struct CaseRun<'a> {
     pub(super) triggers: Vec<tokio::task::JoinHandle<Result<(), super::triggers::ControlError>>>,
     /// Nodes the case lost, recovered at its end.
     pub(super) lost_nodes: Vec<String>,
+    /// The `fault` steps armed on a trigger.
+    pub(super) faults: Vec<super::faults::ArmedFault>,
+    /// What the case's faults did.
+    pub(super) fault_log: Arc<std::sync::Mutex<super::faults::FaultLog>>,
     /// How long the steps waited on the implementation and held expectations.
     pub(super) time: std::sync::Mutex<TimeSplit>,
     /// How long expectations waited past their windows for real kubelets to catch up with
@@ -90,6 +96,7 @@ pub(super) async fn execute(ctx: &mut CaseRun<'_>) -> Result<(), StepError> {
             StepKind::Reject(reject) => ctx.reject(reject).await,
             StepKind::Pods(pods) => ctx.pods(pods).await,
             StepKind::Controller(c) => ctx.controller(c).await,
+            StepKind::Fault(f) => ctx.fault(f).await,
             StepKind::Remember(r) => ctx.remember(r),
             StepKind::Expect(e) => ctx.expect(e).await,
         };
@@ -128,6 +135,11 @@ fn describe(kind: &StepKind) -> String {
         }
         StepKind::Pods(p) => format!("{} {}", p.action.keyword(), p.selector),
         StepKind::Controller(c) => format!("controller {:?}", c.action).to_lowercase(),
+        StepKind::Fault(f) => match &f.action {
+            FaultStepAction::Hold(h) => format!("fault hold {}", h.kind),
+            FaultStepAction::Relist(k) => format!("fault relist {k}"),
+            FaultStepAction::Release => "fault release".into(),
+        },
         StepKind::Remember(r) => format!("remember {}", r.label),
         StepKind::Expect(_) => "expect".into(),
     }

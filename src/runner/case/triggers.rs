@@ -94,27 +94,7 @@ impl CaseRun<'_> {
                     .into(),
             )
         })?;
-        let mut matches = RequestMatch::any().namespace(self.namespace.clone());
-        if let Some(v) = &pin.verb {
-            let verb = v
-                .parse::<Verb>()
-                .map_err(|e| StepError::Error(format!("bad verb in a crash pin: {e}")))?;
-            matches = matches.verb(verb);
-        }
-        if let Some(r) = &pin.resource {
-            matches = matches.resource(r.clone());
-        }
-        if let Some(s) = &pin.subresource {
-            matches = matches.subresource(s.clone());
-        }
-        if let Some(n) = &pin.name {
-            matches = matches.name(n.clone());
-        }
-        let position = if pin.after {
-            HookPosition::After
-        } else {
-            HookPosition::Before
-        };
+        let (matches, position) = self.pin_match(pin)?;
         proxy.set_rules(vec![
             FaultRule::new(matches, FaultAction::Hook { position }).nth(pin.nth),
         ]);
@@ -136,6 +116,71 @@ impl CaseRun<'_> {
             done_rx.await.unwrap_or(Ok(()))
         }));
         Ok(())
+    }
+}
+
+impl CaseRun<'_> {
+    /// The requests of the case's namespace `pin` selects, and where it lands.
+    pub(super) fn pin_match(
+        &self,
+        pin: &RequestPin,
+    ) -> Result<(RequestMatch, HookPosition), StepError> {
+        let mut matches = RequestMatch::any().namespace(self.namespace.clone());
+        if let Some(v) = &pin.verb {
+            let verb = v
+                .parse::<Verb>()
+                .map_err(|e| StepError::Error(format!("bad verb in a request pin: {e}")))?;
+            matches = matches.verb(verb);
+        }
+        if let Some(r) = &pin.resource {
+            matches = matches.resource(r.clone());
+        }
+        if let Some(s) = &pin.subresource {
+            matches = matches.subresource(s.clone());
+        }
+        if let Some(n) = &pin.name {
+            matches = matches.name(n.clone());
+        }
+        let position = if pin.after {
+            HookPosition::After
+        } else {
+            HookPosition::Before
+        };
+        Ok((matches, position))
+    }
+
+    /// What watches the case's objects for triggers other than request pins.
+    pub(super) fn trigger_source(&self) -> TriggerSource {
+        TriggerSource {
+            changes: self.observer.subscribe(),
+            snapshots: self.observer.snapshot_handle(),
+            vocab: *self.vocab(),
+        }
+    }
+}
+
+/// The observer's view, for arming a watched trigger at any moment (from a task too).
+#[derive(Clone)]
+pub(super) struct TriggerSource {
+    changes: tokio::sync::watch::Receiver<u64>,
+    snapshots: crate::runner::observe::SnapshotHandle,
+    vocab: Vocabulary,
+}
+
+impl TriggerSource {
+    /// Arms `trigger` (a `changed`, `deleted` or `condition` one) now, and waits until it
+    /// fires: `true`, or `false` when the observer is gone first.
+    pub(super) async fn fired(mut self, trigger: Trigger) -> bool {
+        let vocab = self.vocab;
+        let armed = self.snapshots.with(|s| arm(&trigger, s, &vocab));
+        loop {
+            if self.snapshots.with(|s| fires(&trigger, &armed, s, &vocab)) {
+                return true;
+            }
+            if self.changes.changed().await.is_err() {
+                return false;
+            }
+        }
     }
 }
 

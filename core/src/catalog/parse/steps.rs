@@ -4,10 +4,14 @@
 
 use super::{Fields, Parser, join};
 use crate::catalog::model::{
-    Apply, ConditionWrite, ControllerAction, ControllerStep, Delete, DeletionTarget, NodeLoss,
-    ObjectRef, PodAction, PodStep, Reject, Remember, Request, RequestPin, Step, StepKind,
-    Subresource, Target, Trigger, Update,
+    Apply, ConditionWrite, ControllerAction, ControllerStep, Delete, DeletionTarget, FaultStep,
+    FaultStepAction, HoldFault, HoldRelease, NodeLoss, ObjectRef, PodAction, PodStep, Reject,
+    Remember, Request, RequestPin, Step, StepKind, Subresource, Target, Trigger, Update,
 };
+
+/// The longest `for:` a hold may have: the proxy releases a hold at 4 minutes, before the
+/// apiserver's default 5-minute compaction can end the reads it needs.
+pub const MAX_HOLD_IN_CASE: std::time::Duration = std::time::Duration::from_secs(4 * 60);
 use crate::catalog::yaml::Node;
 use crate::vocab::{Category, Kind};
 
@@ -24,6 +28,7 @@ const STEP_KEYS: &[&str] = &[
     "preempt",
     "lose-node",
     "controller",
+    "fault",
     "remember",
     "expect",
 ];
@@ -54,6 +59,7 @@ impl Parser<'_> {
                 StepKind::Pods(self.pod_step(key, body, &p)?)
             }
             "controller" => StepKind::Controller(self.controller(body, &p)?),
+            "fault" => StepKind::Fault(self.fault(body, &p)?),
             "remember" => StepKind::Remember(self.remember(body, &p)?),
             "expect" => StepKind::Expect(self.expect(body, &p)?),
             _ => return None,
@@ -389,6 +395,136 @@ impl Parser<'_> {
             action: action?,
             when,
         })
+    }
+
+    fn fault(&mut self, node: &Node, path: &str) -> Option<FaultStep> {
+        if let Some(s) = node.as_str() {
+            if s == "release" {
+                return Some(FaultStep {
+                    action: FaultStepAction::Release,
+                    when: None,
+                });
+            }
+            self.error(
+                node.pos,
+                path,
+                format!(
+                    "unknown fault `{s}` (expected `release`, or a mapping with `hold` or `relist`)"
+                ),
+            );
+            return None;
+        }
+        let f = self.fields(
+            node,
+            path,
+            &[
+                "hold", "relist", "name", "reads", "release", "when", "until", "for",
+            ],
+        )?;
+        let when = match f.get("when") {
+            Some(n) => Some(self.trigger(n, &f.child("when"))?),
+            None => None,
+        };
+        match (f.get("hold"), f.get("relist")) {
+            (Some(_), Some(_)) | (None, None) => {
+                self.error(
+                    f.pos,
+                    path,
+                    "a fault has exactly one of `hold: <kind>` or `relist: <kind>`",
+                );
+                None
+            }
+            (None, Some(n)) => {
+                let kind = self.kind(n, &f.child("relist"), true);
+                for key in ["name", "reads", "release", "until", "for"] {
+                    if let Some(k) = f.get(key) {
+                        self.error(
+                            k.pos,
+                            &f.child(key),
+                            format!("`{key}` belongs to a `hold`; a `relist` ends every watch of its kind"),
+                        );
+                        return None;
+                    }
+                }
+                Some(FaultStep {
+                    action: FaultStepAction::Relist(kind?),
+                    when,
+                })
+            }
+            (Some(n), None) => {
+                let kind = self.kind(n, &f.child("hold"), true);
+                let name = match f.get("name") {
+                    Some(n) => Some(self.string(n, &f.child("name"))?),
+                    None => None,
+                };
+                let stale_reads = match f.get("reads") {
+                    None => false,
+                    Some(n) => match self.string(n, &f.child("reads"))?.as_str() {
+                        "current" => false,
+                        "stale" => true,
+                        other => {
+                            self.error(
+                                n.pos,
+                                &f.child("reads"),
+                                format!("unknown reads `{other}` (expected current or stale)"),
+                            );
+                            return None;
+                        }
+                    },
+                };
+                let release = match f.get("release") {
+                    None => HoldRelease::Deliver,
+                    Some(n) => match self.string(n, &f.child("release"))?.as_str() {
+                        "deliver" => HoldRelease::Deliver,
+                        "coalesce" => HoldRelease::Coalesce,
+                        "relist" => HoldRelease::Relist,
+                        other => {
+                            self.error(
+                                n.pos,
+                                &f.child("release"),
+                                format!(
+                                    "unknown release `{other}` (expected deliver, coalesce or relist)"
+                                ),
+                            );
+                            return None;
+                        }
+                    },
+                };
+                let until = match f.get("until") {
+                    Some(n) => Some(self.trigger(n, &f.child("until"))?),
+                    None => None,
+                };
+                let lasts = match f.get("for") {
+                    Some(n) => {
+                        let d = self.duration(n, &f.child("for"))?;
+                        if d.as_std() > MAX_HOLD_IN_CASE {
+                            self.error(
+                                n.pos,
+                                &f.child("for"),
+                                format!(
+                                    "a hold longer than {MAX_HOLD_IN_CASE:?} outlives what a real \
+                                     apiserver keeps (etcd compacts every 5 minutes by default)"
+                                ),
+                            );
+                            return None;
+                        }
+                        Some(d)
+                    }
+                    None => None,
+                };
+                Some(FaultStep {
+                    action: FaultStepAction::Hold(HoldFault {
+                        kind: kind?,
+                        name,
+                        stale_reads,
+                        release,
+                        until,
+                        lasts,
+                    }),
+                    when,
+                })
+            }
+        }
     }
 
     fn trigger(&mut self, node: &Node, path: &str) -> Option<Trigger> {

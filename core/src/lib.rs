@@ -16,8 +16,10 @@
 
 pub mod catalog;
 pub mod diff;
+pub mod explore;
 pub mod errors;
 pub mod matcher;
+pub mod model;
 pub mod monitor;
 pub mod report;
 pub mod snapshot;

@@ -91,7 +91,7 @@ pub(crate) struct RunArgs {
     junit: Option<PathBuf>,
     /// Folder for the JUnit XML, the conformance report and implementation logs.
     #[arg(long, default_value = "grove-conformance-results")]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// Start no further case once one fails or errors (the rest are reported as skipped).
     #[arg(long)]
     fail_fast: bool,
@@ -104,7 +104,7 @@ pub(crate) struct RunArgs {
     keep_namespaces: bool,
     /// Do not install the Grove CRDs (the cluster has them already).
     #[arg(long)]
-    no_install_crds: bool,
+    pub(crate) no_install_crds: bool,
     /// Folder of the implementation's own CRDs (YAML), installed instead of the reference
     /// operator's; the run waits until they are established.
     #[arg(long, value_name = "DIR")]
@@ -157,7 +157,7 @@ impl RunArgs {
 }
 
 /// Creates the folder for the results.
-fn create_out_dir(out: &Path) -> Result<(), i32> {
+pub(crate) fn create_out_dir(out: &Path) -> Result<(), i32> {
     std::fs::create_dir_all(out).map_err(|e| {
         eprintln!("error: failed to create {}: {e}", out.display());
         report::SETUP_FAILED
@@ -165,7 +165,7 @@ fn create_out_dir(out: &Path) -> Result<(), i32> {
 }
 
 /// A temporary directory for the files generated for the implementation, removed on drop.
-fn scratch_dir() -> Result<tempfile::TempDir, i32> {
+pub(crate) fn scratch_dir() -> Result<tempfile::TempDir, i32> {
     tempfile::Builder::new()
         .prefix("grove-conformance-run-")
         .tempdir()
@@ -177,7 +177,7 @@ fn scratch_dir() -> Result<tempfile::TempDir, i32> {
 
 /// The implementation's CRDs, webhooks and configuration template that `args` names, read
 /// and checked, with their certificates and rendered configuration written to `scratch`.
-fn prepare_admission(args: &RunArgs, scratch: &Path) -> Result<Prepared, i32> {
+pub(crate) fn prepare_admission(args: &RunArgs, scratch: &Path) -> Result<Prepared, i32> {
     let admission = AdmissionOptions {
         crds: args.implementation_crds.clone(),
         webhooks: args.implementation_webhooks.clone(),
@@ -190,7 +190,7 @@ fn prepare_admission(args: &RunArgs, scratch: &Path) -> Result<Prepared, i32> {
 }
 
 /// How the cases run: on `implementation`, with the options of `args`.
-fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -> RunSettings {
+pub(crate) fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -> RunSettings {
     RunSettings {
         implementation,
         vocab: Vocabulary::new(args.revision),
@@ -205,7 +205,7 @@ fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -> RunSettin
 }
 
 /// The target `args` names: a kubeconfig's cluster, a kind cluster, or the embedded one.
-fn target_spec(args: &RunArgs) -> Result<TargetSpec, i32> {
+pub(crate) fn target_spec(args: &RunArgs) -> Result<TargetSpec, i32> {
     let harness = std::env::current_exe().map_err(|e| {
         eprintln!("error: failed to locate this executable: {e}");
         report::USAGE
@@ -218,7 +218,7 @@ fn target_spec(args: &RunArgs) -> Result<TargetSpec, i32> {
 
 /// The target of `spec`, with the implementation's CRDs (the reference operator's when it
 /// brings none; installed unless `install_crds` is false) and its webhooks installed.
-async fn acquire_target(
+pub(crate) async fn acquire_target(
     spec: &TargetSpec,
     install_crds: bool,
     prepared: &Prepared,
@@ -280,7 +280,7 @@ async fn execute(
 
 /// A sink of run events that shows the progress on stderr (one line kept up to date on a
 /// terminal).
-fn progress_on_stderr() -> impl FnMut(&report::RunEvent) + Send + 'static {
+pub(crate) fn progress_on_stderr() -> impl FnMut(&report::RunEvent) + Send + 'static {
     let interactive = std::io::stderr().is_terminal();
     let mut progress = ProgressLine::new(std::io::stderr(), interactive);
     move |event| {
@@ -289,7 +289,7 @@ fn progress_on_stderr() -> impl FnMut(&report::RunEvent) + Send + 'static {
 }
 
 /// Resolves on SIGINT or SIGTERM, naming it.
-async fn interrupted() -> &'static str {
+pub(crate) async fn interrupted() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut term) = signal(SignalKind::terminate()) else {
         let _ = tokio::signal::ctrl_c().await;
@@ -302,7 +302,7 @@ async fn interrupted() -> &'static str {
 }
 
 /// The cases `args` selects; exit code 104 when none.
-fn select(catalog: &catalog::Catalog, args: &RunArgs) -> Result<Vec<catalog::Case>, i32> {
+pub(crate) fn select(catalog: &catalog::Catalog, args: &RunArgs) -> Result<Vec<catalog::Case>, i32> {
     let selection = Selection {
         filters: args.filter.clone(),
         profile: args.profile.map(|p| match p {
@@ -324,7 +324,7 @@ fn select(catalog: &catalog::Catalog, args: &RunArgs) -> Result<Vec<catalog::Cas
 }
 
 /// The implementation `args` names, with what `prepared` gives it.
-fn implementation(args: &RunArgs, prepared: &Prepared) -> Result<ImplementationSpec, i32> {
+pub(crate) fn implementation(args: &RunArgs, prepared: &Prepared) -> Result<ImplementationSpec, i32> {
     let setup = || Setup {
         placeholders: prepared.placeholders.clone(),
         ready_port: prepared
@@ -365,7 +365,7 @@ fn implementation(args: &RunArgs, prepared: &Prepared) -> Result<ImplementationS
 }
 
 /// Name and version of the implementation for the report.
-fn implementation_name(args: &RunArgs, implementation: &ImplementationSpec) -> (String, String) {
+pub(crate) fn implementation_name(args: &RunArgs, implementation: &ImplementationSpec) -> (String, String) {
     match &args.implementation_name {
         Some(n) => match n.split_once('@') {
             Some((name, version)) => (name.to_string(), version.to_string()),
@@ -411,7 +411,7 @@ fn failure_details(out: &Path, results: &report::RunResults) -> String {
 }
 
 /// The summary table, JUnit and the conformance report.
-fn write_reports(args: &RunArgs, results: &report::RunResults, name: String, version: String) {
+pub(crate) fn write_reports(args: &RunArgs, results: &report::RunResults, name: String, version: String) {
     print!("{}", failure_details(&args.out, results));
     println!("{}", report::summary_table(results));
     let junit_path = args

@@ -98,7 +98,12 @@ fn names(items: &[String]) -> String {
 
 /// The case file of `scenario`; its fixture has the case's name.
 pub fn case(scenario: &Scenario) -> Result<String, String> {
-    let name = scenario.name();
+    case_named(scenario, &scenario.name())
+}
+
+/// The case file of `scenario` under another name (and fixture name).
+pub fn case_named(scenario: &Scenario, name: &str) -> Result<String, String> {
+    let name = name.to_owned();
     let mut out = String::new();
     let _ = writeln!(out, "name: {name}");
     let summary = summary(scenario);

@@ -341,7 +341,13 @@ fn steps(rng: &mut Rng, shape: &Shape, size: u32) -> Vec<Step> {
     let model = Model::new(shape.clone());
     let mut worlds = BTreeSet::from([model.initial()]);
     let mut out = Vec::new();
+    // A node may be lost while every pod is still on the node it started on (the simulated
+    // fleet gives each a node of its own, up to 8), so that losing it takes that pod alone.
+    let mut pods_moved = false;
     let mut lost_node = false;
+    // A regular pod whose container exited is restarted in place: nothing observable tells
+    // when that is over, so no later action is aimed at it.
+    let mut spent: BTreeSet<(String, u32)> = BTreeSet::new();
     let max = 1 + 2 * size;
     while out.len() < max as usize {
         let Some(state) = settled(&worlds) else {
@@ -350,7 +356,10 @@ fn steps(rng: &mut Rng, shape: &Shape, size: u32) -> Vec<Step> {
         if state.set.terminal() && !shape.aware() {
             break;
         }
-        let active = active_pods(state);
+        let active: Vec<(String, u32)> = active_pods(state)
+            .into_iter()
+            .filter(|p| !spent.contains(p))
+            .collect();
         if active.is_empty() {
             break;
         }
@@ -378,7 +387,17 @@ fn steps(rng: &mut Rng, shape: &Shape, size: u32) -> Vec<Step> {
         }
         let together = chosen.len() > 1;
         for (clique, index) in chosen {
-            let act = draw_act(rng, shape, together, &mut lost_node);
+            let may_lose_node = !together && !lost_node && !pods_moved;
+            let act = draw_act(rng, shape, may_lose_node);
+            lost_node |= matches!(act, Act::LoseNode { .. });
+            if !state.cliques[&clique].aware {
+                match act {
+                    Act::Exit(_) => {
+                        spent.insert((clique.clone(), index));
+                    }
+                    _ => pods_moved = true,
+                }
+            }
             actions.push(Action { clique, index, act });
         }
         let events: Vec<PodEvent> = actions
@@ -392,6 +411,12 @@ fn steps(rng: &mut Rng, shape: &Shape, size: u32) -> Vec<Step> {
         worlds = model
             .apply(&worlds, &events)
             .expect("actions address active pods");
+        if worlds
+            .iter()
+            .any(|w| w.incarnations.values().any(|n| *n > 1))
+        {
+            pods_moved = true;
+        }
         out.push(Step::Batch { actions, together });
         if state_of_all(&worlds).len() > 1 {
             // The allowed states differ: what follows would depend on which one holds.
@@ -401,29 +426,23 @@ fn steps(rng: &mut Rng, shape: &Shape, size: u32) -> Vec<Step> {
     out
 }
 
-fn draw_act(rng: &mut Rng, shape: &Shape, together: bool, lost_node: &mut bool) -> Act {
+fn draw_act(rng: &mut Rng, shape: &Shape, may_lose_node: bool) -> Act {
     loop {
         let terminal_phase = rng.chance(1, 2);
-        let act = match rng.range(0, 11) {
+        return match rng.range(0, 11) {
             0..=3 => Act::Exit(0),
             4..=6 => Act::Exit(rng.range(1, 3) as i32),
             7 => Act::Evict { terminal_phase },
             8 => Act::Preempt { terminal_phase },
             9 => Act::Delete { terminal_phase },
             10 => Act::ForceDelete,
-            _ => {
-                // One node loss a scenario, seen alone, and only where the simulated fleet
-                // gives every pod a node of its own.
-                if together || *lost_node || shape.total_pods() > 7 {
-                    continue;
-                }
-                *lost_node = true;
-                Act::LoseNode {
-                    fail_first: rng.chance(1, 2),
-                }
-            }
+            // One node loss a scenario, seen alone, while every pod is on a node of its own
+            // and at least one other node is left for what gets created after it.
+            _ if may_lose_node && (2..=7).contains(&shape.total_pods()) => Act::LoseNode {
+                fail_first: rng.chance(1, 2),
+            },
+            _ => continue,
         };
-        return act;
     }
 }
 

@@ -150,12 +150,32 @@ pub fn case_named(scenario: &Scenario, name: &str) -> Result<String, String> {
                         out.push_str("  - controller: crash\n");
                     }
                     Step::Batch { actions, together } => {
-                        let (recreated, unchanged) = remembered(k, before, after);
+                        let (mut recreated, unchanged) = remembered(k, before, after);
                         for (label, kind, object) in recreated.iter().chain(&unchanged) {
                             let _ = writeln!(
                                 out,
                                 "  - remember: {{as: {label}, kind: {kind}, name: {object}}}"
                             );
+                        }
+                        // B4: a regular pod that goes is replaced with the same index; its new
+                        // UID is what tells the replacement happened.
+                        let state = settled(before).ok_or("diverged before a step")?;
+                        for a in actions {
+                            let replaced = !state.cliques[&a.clique].aware
+                                && !matches!(a.act, Act::Exit(_))
+                                && after.iter().all(|w| {
+                                    w.incarnations[&a.clique] == before_incarnation(before, &a.clique)
+                                        && w.cliques.contains_key(&a.clique)
+                                });
+                            if replaced {
+                                let label = format!("s{k}-pod-{}-{}", a.clique, a.index);
+                                let _ = writeln!(
+                                    out,
+                                    "  - remember: {{as: {label}, pod: {}/{}}}",
+                                    a.clique, a.index
+                                );
+                                recreated.push((label, "Pod", String::new()));
+                            }
                         }
                         if *together {
                             out.push_str("  - controller: pause\n");
@@ -302,6 +322,14 @@ fn remembered(
     (recreated, unchanged)
 }
 
+fn before_incarnation(before: &BTreeSet<World>, name: &str) -> u32 {
+    before
+        .iter()
+        .next()
+        .and_then(|w| w.incarnations.get(name).copied())
+        .unwrap_or(0)
+}
+
 /// A label unique within a case: the step's number and the object's name.
 fn label(step: usize, name: &str) -> String {
     format!("s{step}-{name}")
@@ -419,6 +447,11 @@ impl Expect {
                     let n = |s: PodState| p.values().filter(|v| **v == s).count();
                     pods.push(format!(
                         "        - {{clique: {name}, active: {}}}",
+                        n(PodState::Active)
+                    ));
+                    // Active pods settle Running (bound and started) before the next action.
+                    pods.push(format!(
+                        "        - {{clique: {name}, phase: Running, count: {}}}",
                         n(PodState::Active)
                     ));
                     pods.push(format!(

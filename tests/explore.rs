@@ -50,9 +50,13 @@ fn written_scenarios_and_shrunk_ones_pass_lint_beside_the_catalog() {
         }
     }
     assert!(kinds.0 && kinds.1, "both kinds of scenario written");
-    let linted = catalog::lint(dir.path())
-        .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
-    let explored = linted.cases.iter().filter(|c| c.area == files::AREA).count();
+    let linted =
+        catalog::lint(dir.path()).unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
+    let explored = linted
+        .cases
+        .iter()
+        .filter(|c| c.area == files::AREA)
+        .count();
     assert_eq!(explored, written);
 }
 
@@ -66,7 +70,8 @@ fn generated_scenarios_pass_against_the_reference_operator() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let scenarios: Vec<(Scenario, Option<String>)> =
         (0..16).map(|i| (scenario(2026, i, 2), None)).collect();
-    let logs: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/grove-conformance-test-logs");
+    let logs: PathBuf =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/grove-conformance-test-logs");
     let (catalog, cases) = files::catalog(&logs, &scenarios)
         .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
     let results = runtime.block_on(async {
@@ -84,9 +89,15 @@ fn generated_scenarios_pass_against_the_reference_operator() {
             fail_fast: false,
             api_proxy: true,
         };
-        run_cases(target.handles(), Arc::new(catalog), cases, &settings, |_| {})
-            .await
-            .unwrap()
+        run_cases(
+            target.handles(),
+            Arc::new(catalog),
+            cases,
+            &settings,
+            |_| {},
+        )
+        .await
+        .unwrap()
     });
     let mut passed = 0;
     for r in &results.cases {

@@ -16,8 +16,8 @@
 
 pub mod catalog;
 pub mod diff;
-pub mod explore;
 pub mod errors;
+pub mod explore;
 pub mod matcher;
 pub mod model;
 pub mod monitor;

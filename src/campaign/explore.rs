@@ -57,8 +57,12 @@ pub fn catalog(
 fn rendered(root: &Path, s: &Scenario, name: &str) -> Result<(Case, Fixture), Vec<Diagnostic>> {
     let case_file = case_path(root, name);
     let fixture_file = fixture_path(root, name);
-    let text = render::case_named(s, name)
-        .map_err(|e| vec![Diagnostic::file(&case_file, format!("cannot be written: {e}"))])?;
+    let text = render::case_named(s, name).map_err(|e| {
+        vec![Diagnostic::file(
+            &case_file,
+            format!("cannot be written: {e}"),
+        )]
+    })?;
     let fixture = parse_fixture(&fixture_file, &render::fixture(s))?;
     if !fixture.contract.is_empty() {
         return Err(fixture.contract);

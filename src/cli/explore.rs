@@ -57,7 +57,10 @@ pub(crate) fn explore(args: &ExploreArgs) -> Result<i32, i32> {
     let scenarios: Vec<Scenario> = (0..args.runs)
         .map(|i| scenario(args.seed, i, args.size))
         .collect();
-    let (catalog, _) = build(&r.out, scenarios.iter().map(|s| (s.clone(), None)).collect())?;
+    let (catalog, _) = build(
+        &r.out,
+        scenarios.iter().map(|s| (s.clone(), None)).collect(),
+    )?;
     let cases = run::select(&catalog, r)?;
     let scratch = run::scratch_dir()?;
     let prepared = run::prepare_admission(r, scratch.path())?;

@@ -302,7 +302,10 @@ pub(crate) async fn interrupted() -> &'static str {
 }
 
 /// The cases `args` selects; exit code 104 when none.
-pub(crate) fn select(catalog: &catalog::Catalog, args: &RunArgs) -> Result<Vec<catalog::Case>, i32> {
+pub(crate) fn select(
+    catalog: &catalog::Catalog,
+    args: &RunArgs,
+) -> Result<Vec<catalog::Case>, i32> {
     let selection = Selection {
         filters: args.filter.clone(),
         profile: args.profile.map(|p| match p {
@@ -324,7 +327,10 @@ pub(crate) fn select(catalog: &catalog::Catalog, args: &RunArgs) -> Result<Vec<c
 }
 
 /// The implementation `args` names, with what `prepared` gives it.
-pub(crate) fn implementation(args: &RunArgs, prepared: &Prepared) -> Result<ImplementationSpec, i32> {
+pub(crate) fn implementation(
+    args: &RunArgs,
+    prepared: &Prepared,
+) -> Result<ImplementationSpec, i32> {
     let setup = || Setup {
         placeholders: prepared.placeholders.clone(),
         ready_port: prepared
@@ -365,7 +371,10 @@ pub(crate) fn implementation(args: &RunArgs, prepared: &Prepared) -> Result<Impl
 }
 
 /// Name and version of the implementation for the report.
-pub(crate) fn implementation_name(args: &RunArgs, implementation: &ImplementationSpec) -> (String, String) {
+pub(crate) fn implementation_name(
+    args: &RunArgs,
+    implementation: &ImplementationSpec,
+) -> (String, String) {
     match &args.implementation_name {
         Some(n) => match n.split_once('@') {
             Some((name, version)) => (name.to_string(), version.to_string()),
@@ -411,7 +420,12 @@ fn failure_details(out: &Path, results: &report::RunResults) -> String {
 }
 
 /// The summary table, JUnit and the conformance report.
-pub(crate) fn write_reports(args: &RunArgs, results: &report::RunResults, name: String, version: String) {
+pub(crate) fn write_reports(
+    args: &RunArgs,
+    results: &report::RunResults,
+    name: String,
+    version: String,
+) {
     print!("{}", failure_details(&args.out, results));
     println!("{}", report::summary_table(results));
     let junit_path = args

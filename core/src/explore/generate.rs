@@ -283,7 +283,9 @@ fn invalid(rng: &mut Rng, shape: &Shape) -> Option<(Shape, &'static str, String)
                     _ => vec!["nobody".to_owned()],
                 };
                 if s.groups.is_empty() || rng.chance(1, 2) {
-                    s.completion.get_or_insert_with(Completion::default).target_names = Some(bad);
+                    s.completion
+                        .get_or_insert_with(Completion::default)
+                        .target_names = Some(bad);
                 } else {
                     let g = rng.range(0, s.groups.len() as u32 - 1) as usize;
                     s.groups[g]
@@ -296,7 +298,9 @@ fn invalid(rng: &mut Rng, shape: &Shape) -> Option<(Shape, &'static str, String)
                 s.cliques[k].completion.as_mut()?.max_restarts = Some(rng.range(1, 2) as i32);
             }
             3 => {
-                s.completion.get_or_insert_with(Completion::default).max_restarts = Some(-1);
+                s.completion
+                    .get_or_insert_with(Completion::default)
+                    .max_restarts = Some(-1);
             }
             4 => {
                 // V4: every clique regular, a policy kept on the PCS.

@@ -52,7 +52,11 @@ pub fn fixture(scenario: &Scenario) -> String {
         let _ = writeln!(out, "          replicas: {}", c.pods);
         if let Some(p) = &c.completion {
             // On a clique only `failure` is valid (V1); a breach may put `success` there.
-            let _ = writeln!(out, "          policy:\n            completion: {}", completion(p));
+            let _ = writeln!(
+                out,
+                "          policy:\n            completion: {}",
+                completion(p)
+            );
         }
         if c.autoscaling {
             out.push_str("          autoScalingConfig: {minReplicas: 1, maxReplicas: 4}\n");
@@ -71,7 +75,11 @@ pub fn fixture(scenario: &Scenario) -> String {
             let _ = writeln!(out, "        replicas: {}", g.replicas);
             out.push_str("        minAvailable: 1\n");
             if let Some(c) = &g.completion {
-                let _ = writeln!(out, "        policy:\n          completion: {}", completion(c));
+                let _ = writeln!(
+                    out,
+                    "        policy:\n          completion: {}",
+                    completion(c)
+                );
             }
             if g.scale_config {
                 out.push_str("        scaleConfig: {minReplicas: 1, maxReplicas: 3}\n");
@@ -164,7 +172,8 @@ pub fn case_named(scenario: &Scenario, name: &str) -> Result<String, String> {
                             let replaced = !state.cliques[&a.clique].aware
                                 && !matches!(a.act, Act::Exit(_))
                                 && after.iter().all(|w| {
-                                    w.incarnations[&a.clique] == before_incarnation(before, &a.clique)
+                                    w.incarnations[&a.clique]
+                                        == before_incarnation(before, &a.clique)
                                         && w.cliques.contains_key(&a.clique)
                                 });
                             if replaced {
@@ -480,7 +489,9 @@ impl Expect {
             }
         }
         for (kind, name) in &names {
-            let aware_obj = objects.iter().any(|(k, n, aware)| k == kind && n == name && *aware);
+            let aware_obj = objects
+                .iter()
+                .any(|(k, n, aware)| k == kind && n == name && *aware);
             if !aware_obj {
                 continue;
             }
@@ -556,7 +567,13 @@ impl Expect {
         }
     }
 
-    fn render(&self, time: &str, within: bool, recreated: &[String], unchanged: &[String]) -> String {
+    fn render(
+        &self,
+        time: &str,
+        within: bool,
+        recreated: &[String],
+        unchanged: &[String],
+    ) -> String {
         let mut out = String::from("  - expect:\n");
         let _ = writeln!(
             out,

@@ -41,11 +41,7 @@ pub fn candidates(s: &Scenario) -> Vec<Scenario> {
         for k in 0..steps.len() {
             let mut v = steps.clone();
             v.remove(k);
-            push(
-                s.shape.clone(),
-                Body::Steps(v),
-                format!("step {k} dropped"),
-            );
+            push(s.shape.clone(), Body::Steps(v), format!("step {k} dropped"));
         }
         // Fewer actions in a batch; a batch seen one action at a time.
         for (k, step) in steps.iter().enumerate() {

@@ -51,7 +51,10 @@ fn generated_shapes_are_admitted_or_due_exactly_their_rejection() {
             }
         }
     }
-    assert!(invalid > 50 && valid > 700, "{valid} valid, {invalid} invalid");
+    assert!(
+        invalid > 50 && valid > 700,
+        "{valid} valid, {invalid} invalid"
+    );
 }
 
 #[test]
@@ -67,7 +70,9 @@ fn every_step_kind_is_generated() {
                             seen.insert("together".to_owned());
                         }
                         for a in actions {
-                            seen.insert(format!("{:?}", a.act).split(' ').next().unwrap().to_owned());
+                            seen.insert(
+                                format!("{:?}", a.act).split(' ').next().unwrap().to_owned(),
+                            );
                         }
                         true
                     }
@@ -75,7 +80,16 @@ fn every_step_kind_is_generated() {
             }
         }
     }
-    for k in ["crash", "together", "Exit(0)", "Evict", "Preempt", "Delete", "ForceDelete", "LoseNode"] {
+    for k in [
+        "crash",
+        "together",
+        "Exit(0)",
+        "Evict",
+        "Preempt",
+        "Delete",
+        "ForceDelete",
+        "LoseNode",
+    ] {
         assert!(seen.contains(k), "{k} never drawn: {seen:?}");
     }
 }
@@ -114,8 +128,8 @@ fn shrink_candidates_are_smaller_valid_scenarios() {
             match (&c.body, &s.body) {
                 (Body::Steps(a), Body::Steps(b)) => {
                     assert!(admit(&c.shape).is_empty());
-                    let smaller_shape = c.shape.total_pods() < s.shape.total_pods()
-                        || c.shape != s.shape;
+                    let smaller_shape =
+                        c.shape.total_pods() < s.shape.total_pods() || c.shape != s.shape;
                     assert!(a.len() < b.len() || a != b || smaller_shape);
                 }
                 (Body::Rejected { clause: a, .. }, Body::Rejected { clause: b, .. }) => {

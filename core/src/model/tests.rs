@@ -129,10 +129,18 @@ fn all_pods_succeeding_completes_the_clique_and_the_job() {
     assert_eq!(w.cliques["job-0-worker"].cond, Cond::Completed);
     assert_eq!(w.set, Cond::Completed);
     assert_eq!(
-        events(w, EventReason::JobCompleted, ObjectKind::Clique, "job-0-worker"),
+        events(
+            w,
+            EventReason::JobCompleted,
+            ObjectKind::Clique,
+            "job-0-worker"
+        ),
         1
     );
-    assert_eq!(events(w, EventReason::JobCompleted, ObjectKind::Set, "job"), 1);
+    assert_eq!(
+        events(w, EventReason::JobCompleted, ObjectKind::Set, "job"),
+        1
+    );
     // C1, C7: the succeeded pods stay.
     assert_eq!(w.cliques["job-0-worker"].pods.len(), 4);
 }
@@ -151,7 +159,12 @@ fn one_failed_pod_fails_the_clique_and_stops_the_rest() {
     // Budget 0 (no PCS policy): the job fails.
     assert_eq!(w.set, Cond::Failed);
     assert_eq!(
-        events(w, EventReason::RestartBudgetExhausted, ObjectKind::Set, "job"),
+        events(
+            w,
+            EventReason::RestartBudgetExhausted,
+            ObjectKind::Set,
+            "job"
+        ),
         1
     );
 }
@@ -186,7 +199,12 @@ fn one_failure_restarts_the_gang_with_a_fresh_attempt() {
         1
     );
     assert_eq!(
-        events(w, EventReason::JobFailed, ObjectKind::Clique, "job-0-worker"),
+        events(
+            w,
+            EventReason::JobFailed,
+            ObjectKind::Clique,
+            "job-0-worker"
+        ),
         1
     );
 }
@@ -207,7 +225,12 @@ fn the_failure_after_the_budget_fails_the_job() {
         2
     );
     assert_eq!(
-        events(w, EventReason::RestartBudgetExhausted, ObjectKind::Set, "job"),
+        events(
+            w,
+            EventReason::RestartBudgetExhausted,
+            ObjectKind::Set,
+            "job"
+        ),
         1
     );
 }
@@ -361,7 +384,12 @@ fn a_spent_group_budget_escalates_to_the_job() {
     assert_eq!(w.groups["job-0-trainer"].cond, Cond::Running);
     assert_eq!(w.incarnations["job-0-trainer"], 2);
     assert_eq!(
-        events(w, EventReason::JobFailed, ObjectKind::Group, "job-0-trainer"),
+        events(
+            w,
+            EventReason::JobFailed,
+            ObjectKind::Group,
+            "job-0-trainer"
+        ),
         1
     );
     r.step(&[exit("job-0-trainer-0-leader", 0, 0)]);
@@ -456,7 +484,11 @@ fn a_standalone_failure_restarts_the_job_replica_with_a_completed_group() {
         name: "job".into(),
         replicas: 1,
         completion: policy(None, Some(1)),
-        cliques: vec![aware("leader", 1), aware("worker", 2), aware("evaluator", 1)],
+        cliques: vec![
+            aware("leader", 1),
+            aware("worker", 2),
+            aware("evaluator", 1),
+        ],
         groups: vec![Group {
             name: "trainer".into(),
             replicas: 1,
@@ -580,7 +612,10 @@ fn admission_names_each_breach() {
     s.cliques[0].restart_policy = Some(RestartPolicy::OnFailure);
     assert_eq!(field(&s)[0].0, "V5");
     s.cliques[0].restart_policy = Some(RestartPolicy::Never);
-    assert!(field(&s).is_empty(), "V5: Never is what an aware clique runs");
+    assert!(
+        field(&s).is_empty(),
+        "V5: Never is what an aware clique runs"
+    );
     let mut s = single_clique();
     s.cliques.push(regular("ps", 1));
     s.cliques[1].restart_policy = Some(RestartPolicy::Never);

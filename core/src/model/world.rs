@@ -360,7 +360,12 @@ impl Model {
                         // E8, R1, R3: one gang restart, counted; every PodClique of replica j
                         // is recreated from the template (C5: terminal pods included); EV3.
                         replica.restarts += 1;
-                        owe(w, EventReason::GangRestartTriggered, ObjectKind::Group, &gname);
+                        owe(
+                            w,
+                            EventReason::GangRestartTriggered,
+                            ObjectKind::Group,
+                            &gname,
+                        );
                         for m in &g.members {
                             self.create_clique(w, shape.member_name(i, &g.name, j, m), m);
                         }
@@ -574,7 +579,10 @@ impl Model {
 
     /// (Re)creates a PodClique from its template with every pod active (R1, B5).
     fn create_clique(&self, w: &mut World, name: String, template: &str) {
-        let t = self.shape.clique(template).expect("a member names a clique");
+        let t = self
+            .shape
+            .clique(template)
+            .expect("a member names a clique");
         *w.incarnations.entry(name.clone()).or_default() += 1;
         w.cliques.insert(
             name,

@@ -45,22 +45,22 @@ pub fn candidates(s: &Scenario) -> Vec<Scenario> {
         }
         // Fewer actions in a batch; a batch seen one action at a time.
         for (k, step) in steps.iter().enumerate() {
-            if let Step::Batch { actions, together } = step {
-                if actions.len() > 1 {
-                    for a in 0..actions.len() {
-                        let mut v = steps.clone();
-                        let mut acts = actions.clone();
-                        acts.remove(a);
-                        v[k] = Step::Batch {
-                            together: *together && acts.len() > 1,
-                            actions: acts,
-                        };
-                        push(
-                            s.shape.clone(),
-                            Body::Steps(v),
-                            format!("action {a} of step {k} dropped"),
-                        );
-                    }
+            if let Step::Batch { actions, together } = step
+                && actions.len() > 1
+            {
+                for a in 0..actions.len() {
+                    let mut v = steps.clone();
+                    let mut acts = actions.clone();
+                    acts.remove(a);
+                    v[k] = Step::Batch {
+                        together: *together && acts.len() > 1,
+                        actions: acts,
+                    };
+                    push(
+                        s.shape.clone(),
+                        Body::Steps(v),
+                        format!("action {a} of step {k} dropped"),
+                    );
                 }
             }
         }

@@ -128,7 +128,13 @@ pub(crate) fn explore(args: &ExploreArgs) -> Result<i32, i32> {
     })?;
     run::write_reports(r, &results, impl_name, impl_version);
     for s in &shrunk {
-        if s.path.is_empty() {
+        if args.no_shrink {
+            println!(
+                "{}: written as generated to {}",
+                s.original,
+                s.file.display()
+            );
+        } else if s.path.is_empty() {
             println!(
                 "{}: nothing smaller fails ({} run(s) in {} round(s)); written to {}",
                 s.original,

@@ -3,7 +3,8 @@
 //! The crate is a library (so `cargo test` can drive it) and a binary, `grove-conformance`.
 //! What decides lives in the pure core crate, `grove-conformance-core` (no kube client, no
 //! async runtime), re-exported here: [`vocab`], [`catalog`], [`snapshot`], [`matcher`],
-//! [`diff`], [`monitor`], [`report`]. What does I/O lives here, from the ground up:
+//! [`diff`], [`monitor`], [`report`], the spec [`model`] and the scenario generators of
+//! [`explore`]. What does I/O lives here, from the ground up:
 //! - [`host`]: supervised processes, files, the Docker engine;
 //! - [`target`]: what cases run against (embedded, kind, an existing cluster);
 //! - [`kubelet`]: the simulated node fleet of the embedded target;
@@ -13,7 +14,7 @@
 //! - [`campaign`]: many runs at once: `bench` and the crash `sweep`.
 
 pub use grove_conformance_core::{
-    catalog, diff, errors, matcher, monitor, report, schedule, snapshot, vocab,
+    catalog, diff, errors, explore, matcher, model, monitor, report, schedule, snapshot, vocab,
 };
 
 pub mod campaign;

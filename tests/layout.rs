@@ -8,7 +8,8 @@ use std::path::Path;
 
 /// The pure core, re-exported by the crate: every folder may use it.
 const CORE: &[&str] = &[
-    "catalog", "diff", "errors", "matcher", "monitor", "report", "schedule", "snapshot", "vocab",
+    "catalog", "diff", "errors", "explore", "matcher", "model", "monitor", "report", "schedule",
+    "snapshot", "vocab",
 ];
 
 /// Folder → the folders of the I/O crate it may use (besides itself and the core).

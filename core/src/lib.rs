@@ -18,7 +18,9 @@
 pub mod catalog;
 pub mod diff;
 pub mod errors;
+pub mod explore;
 pub mod matcher;
+pub mod model;
 pub mod monitor;
 pub mod report;
 pub mod schedule;

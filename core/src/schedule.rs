@@ -18,11 +18,11 @@ use serde::{Deserialize, Serialize};
 
 /// How heavily a case that runs alone weighs in a shard, against one that shares the cluster:
 /// while it runs nothing else does, so it costs its shard about as much as that many cases of
-/// its length running side by side, the default number of cases at once: 16 on the simulated
-/// kubelets, 4 on real ones (2 a core on a 2-core machine). Constants, not the run's `-j`:
+/// its length running side by side, the default number of cases at once on a 2-core machine:
+/// 32 on the simulated kubelets, 4 on real ones. Constants, not the run's `-j`:
 /// every shard of a matrix must compute the same partition, whatever machine it runs on.
 pub const fn alone_weight(real_kubelets: bool) -> u64 {
-    if real_kubelets { 4 } else { 16 }
+    if real_kubelets { 4 } else { 32 }
 }
 
 /// Each case's wall time in a previous run.
@@ -259,7 +259,8 @@ impl<'a> Weighted<'a> {
 }
 
 /// The shard (from 1) of each of `cases`, in their order: heaviest first, each to the shard
-/// with the least weight so far (the lowest-numbered on a tie), so the shards come out within
+/// with the least weight so far (on a tie the one with fewest cases, then the lowest-numbered),
+/// so the shards come out within
 /// one case of each other. Deterministic: the result depends only on the names, weights and
 /// `count`, never on the order the cases are given in. Every case gets exactly one shard.
 pub fn partition(cases: &[Weighted<'_>], count: usize) -> Vec<usize> {
@@ -271,15 +272,18 @@ pub fn partition(cases: &[Weighted<'_>], count: usize) -> Vec<usize> {
             .cmp(&cases[a].weight)
             .then_with(|| cases[a].name.cmp(cases[b].name))
     });
-    let mut load = vec![Duration::ZERO; count];
+    let mut load = vec![(Duration::ZERO, 0usize); count];
     let mut shard = vec![0; cases.len()];
     for i in order {
+        // The lightest shard; of equally light ones the one with fewest cases (so cases of no
+        // known duration are dealt evenly), then the lowest-numbered.
         let (lightest, _) = load
             .iter()
             .enumerate()
             .min_by_key(|(s, l)| (**l, *s))
             .expect("at least one shard");
-        load[lightest] += cases[i].weight;
+        load[lightest].0 += cases[i].weight;
+        load[lightest].1 += 1;
         shard[i] = lightest + 1;
     }
     shard
@@ -446,9 +450,21 @@ mod tests {
     }
 
     #[test]
+    fn cases_of_no_known_duration_are_dealt_evenly() {
+        let names: Vec<String> = (0..7).map(|i| format!("c{i}")).collect();
+        let cases: Vec<Weighted<'_>> = names
+            .iter()
+            .map(|n| Weighted::new(n, Duration::ZERO, 1))
+            .collect();
+        let shards = partition(&cases, 3);
+        let count = |s: usize| shards.iter().filter(|x| **x == s).count();
+        assert_eq!([count(1), count(2), count(3)], [3, 2, 2]);
+    }
+
+    #[test]
     fn a_case_that_runs_alone_weighs_as_many_running_side_by_side() {
         let alone = Weighted::new("big", ms(10), alone_weight(false));
-        assert_eq!(alone.weight, ms(160));
+        assert_eq!(alone.weight, ms(320));
         assert_eq!(
             Weighted::new("big", ms(10), alone_weight(true)).weight,
             ms(40)

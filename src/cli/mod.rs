@@ -5,11 +5,13 @@
 //! - `lint`, `coverage`: the catalog checked and its clause coverage ([`lint`]);
 //! - `bench`, `sweep`: many runs at once ([`campaign`]);
 //! - `durations`, `merge`: the durations runs are planned with, shards joined ([`shard`]);
+//! - `explore`: generated scenarios judged by the spec model, shrunk when they fail ([`explore`]);
 //! - `reference-operator`: the reference operator itself ([`operator`]).
 //!
 //! Only this folder and the reporters print; the library logs through `tracing`.
 
 mod campaign;
+mod explore;
 mod lint;
 mod operator;
 mod reports;
@@ -70,6 +72,10 @@ enum Command {
         #[arg(last = true, allow_hyphen_values = true)]
         run_args: Vec<std::ffi::OsString>,
     },
+    /// Run generated scenarios (shapes and pod actions drawn from one seed) as cases, each
+    /// step judged against the spec model; shrink each failing one and write it as a case
+    /// file and fixture under `--out`. Takes every option of `run`; exit codes as `run`.
+    Explore(Box<explore::ExploreArgs>),
     /// Explore crash points (O3) on the embedded cluster with the reference operator: each
     /// selected case runs once crash-free with the operator's writes recorded, then once per
     /// write with a crash pinned just before it (`--after`: also just after), each run
@@ -181,6 +187,7 @@ pub fn main() -> ExitCode {
         Command::Setup { no_build, kind } => setup::setup(no_build, kind),
         Command::Up { nodes } => setup::up(nodes),
         Command::Run(args) => run::run(&args).unwrap_or_else(|code| code),
+        Command::Explore(args) => explore::explore(&args).unwrap_or_else(|code| code),
         Command::Bench {
             runs,
             out,

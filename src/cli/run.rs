@@ -83,7 +83,7 @@ pub(crate) struct RunArgs {
     /// (repeatable).
     #[arg(long)]
     filter: Vec<String>,
-    /// Cases at once (default: 8 × cores, between 4 and 16; on real kubelets, `--kind` or
+    /// Cases at once (default: 16 × cores, between 4 and 32; on real kubelets, `--kind` or
     /// `--kubeconfig`, 2 × cores, between 2 and 16).
     #[arg(short = 'j', long)]
     jobs: Option<usize>,
@@ -92,7 +92,7 @@ pub(crate) struct RunArgs {
     junit: Option<PathBuf>,
     /// Folder for the JUnit XML, the conformance report and implementation logs.
     #[arg(long, default_value = "grove-conformance-results")]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// Start no further case once one fails or errors (the rest are reported as skipped).
     #[arg(long)]
     fail_fast: bool,
@@ -111,14 +111,14 @@ pub(crate) struct RunArgs {
     /// Run only shard I of N (1-based, as in 2/4) of the selected cases: every case is in
     /// exactly one shard, shards balanced by duration; `merge` joins their results.
     #[arg(long, value_name = "I/N")]
-    shard: Option<Shard>,
+    pub(crate) shard: Option<Shard>,
     /// Print the plan instead of running it: the selected cases (of `--shard`, when given) in
     /// the order they would start, each with its planned duration, and every shard's load.
     #[arg(long)]
     list: bool,
     /// Do not install the Grove CRDs (the cluster has them already).
     #[arg(long)]
-    no_install_crds: bool,
+    pub(crate) no_install_crds: bool,
     /// Folder of the implementation's own CRDs (YAML), installed instead of the reference
     /// operator's; the run waits until they are established.
     #[arg(long, value_name = "DIR")]
@@ -228,7 +228,7 @@ impl RunArgs {
 }
 
 /// Creates the folder for the results.
-fn create_out_dir(out: &Path) -> Result<(), i32> {
+pub(crate) fn create_out_dir(out: &Path) -> Result<(), i32> {
     std::fs::create_dir_all(out).map_err(|e| {
         eprintln!("error: failed to create {}: {e}", out.display());
         report::SETUP_FAILED
@@ -236,7 +236,7 @@ fn create_out_dir(out: &Path) -> Result<(), i32> {
 }
 
 /// A temporary directory for the files generated for the implementation, removed on drop.
-fn scratch_dir() -> Result<tempfile::TempDir, i32> {
+pub(crate) fn scratch_dir() -> Result<tempfile::TempDir, i32> {
     tempfile::Builder::new()
         .prefix("grove-conformance-run-")
         .tempdir()
@@ -248,7 +248,7 @@ fn scratch_dir() -> Result<tempfile::TempDir, i32> {
 
 /// The implementation's CRDs, webhooks and configuration template that `args` names, read
 /// and checked, with their certificates and rendered configuration written to `scratch`.
-fn prepare_admission(args: &RunArgs, scratch: &Path) -> Result<Prepared, i32> {
+pub(crate) fn prepare_admission(args: &RunArgs, scratch: &Path) -> Result<Prepared, i32> {
     let admission = AdmissionOptions {
         crds: args.implementation_crds.clone(),
         webhooks: args.implementation_webhooks.clone(),
@@ -261,7 +261,7 @@ fn prepare_admission(args: &RunArgs, scratch: &Path) -> Result<Prepared, i32> {
 }
 
 /// How the cases run: on `implementation`, with the options of `args`.
-fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -> RunSettings {
+pub(crate) fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -> RunSettings {
     RunSettings {
         implementation,
         vocab: Vocabulary::new(args.revision),
@@ -277,7 +277,7 @@ fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -> RunSettin
 }
 
 /// The target `args` names: a kubeconfig's cluster, a kind cluster, or the embedded one.
-fn target_spec(args: &RunArgs) -> Result<TargetSpec, i32> {
+pub(crate) fn target_spec(args: &RunArgs) -> Result<TargetSpec, i32> {
     let harness = std::env::current_exe().map_err(|e| {
         eprintln!("error: failed to locate this executable: {e}");
         report::USAGE
@@ -290,7 +290,7 @@ fn target_spec(args: &RunArgs) -> Result<TargetSpec, i32> {
 
 /// The target of `spec`, with the implementation's CRDs (the reference operator's when it
 /// brings none; installed unless `install_crds` is false) and its webhooks installed.
-async fn acquire_target(
+pub(crate) async fn acquire_target(
     spec: &TargetSpec,
     install_crds: bool,
     prepared: &Prepared,
@@ -352,7 +352,7 @@ async fn execute(
 
 /// A sink of run events that shows the progress on stderr (one line kept up to date on a
 /// terminal).
-fn progress_on_stderr() -> impl FnMut(&report::RunEvent) + Send + 'static {
+pub(crate) fn progress_on_stderr() -> impl FnMut(&report::RunEvent) + Send + 'static {
     let interactive = std::io::stderr().is_terminal();
     let mut progress = ProgressLine::new(std::io::stderr(), interactive);
     move |event| {
@@ -361,7 +361,7 @@ fn progress_on_stderr() -> impl FnMut(&report::RunEvent) + Send + 'static {
 }
 
 /// Resolves on SIGINT or SIGTERM, naming it.
-async fn interrupted() -> &'static str {
+pub(crate) async fn interrupted() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut term) = signal(SignalKind::terminate()) else {
         let _ = tokio::signal::ctrl_c().await;
@@ -374,7 +374,10 @@ async fn interrupted() -> &'static str {
 }
 
 /// The cases `args` selects; exit code 104 when none.
-fn select(catalog: &catalog::Catalog, args: &RunArgs) -> Result<Vec<catalog::Case>, i32> {
+pub(crate) fn select(
+    catalog: &catalog::Catalog,
+    args: &RunArgs,
+) -> Result<Vec<catalog::Case>, i32> {
     let selection = Selection {
         filters: args.filter.clone(),
         profile: args.profile.map(|p| match p {
@@ -396,7 +399,10 @@ fn select(catalog: &catalog::Catalog, args: &RunArgs) -> Result<Vec<catalog::Cas
 }
 
 /// The implementation `args` names, with what `prepared` gives it.
-fn implementation(args: &RunArgs, prepared: &Prepared) -> Result<ImplementationSpec, i32> {
+pub(crate) fn implementation(
+    args: &RunArgs,
+    prepared: &Prepared,
+) -> Result<ImplementationSpec, i32> {
     let setup = || Setup {
         placeholders: prepared.placeholders.clone(),
         ready_port: prepared
@@ -437,7 +443,10 @@ fn implementation(args: &RunArgs, prepared: &Prepared) -> Result<ImplementationS
 }
 
 /// Name and version of the implementation for the report.
-fn implementation_name(args: &RunArgs, implementation: &ImplementationSpec) -> (String, String) {
+pub(crate) fn implementation_name(
+    args: &RunArgs,
+    implementation: &ImplementationSpec,
+) -> (String, String) {
     match &args.implementation_name {
         Some(n) => match n.split_once('@') {
             Some((name, version)) => (name.to_string(), version.to_string()),
@@ -451,4 +460,34 @@ fn implementation_name(args: &RunArgs, implementation: &ImplementationSpec) -> (
             _ => (implementation.display_name(), "unknown".to_string()),
         },
     }
+}
+
+/// The summary, the failure details and every report of a run that is not of a catalog on
+/// disk (generated scenarios): its record names `catalog` (what generated it) instead of a
+/// digest of files; `selected` is every case selected before sharding.
+pub(crate) fn write_reports(
+    args: &RunArgs,
+    results: &report::RunResults,
+    name: String,
+    version: String,
+    catalog: String,
+    selected: &[catalog::Case],
+) {
+    let named = report::Implementation { name, version };
+    let selected = shard::selected_names(selected);
+    let identity = report::RunIdentity {
+        implementation: (&named).into(),
+        revision: args.revision.id().to_owned(),
+        catalog,
+        selected,
+    };
+    let reports = Reports {
+        out: &args.out,
+        junit: args.junit.clone(),
+        implementation: named,
+        revision: args.revision,
+        date: today(),
+    };
+    let record = RunRecord::new(identity, args.shard, &reports.date, results);
+    reports.write(results, &record);
 }

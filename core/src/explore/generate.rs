@@ -1,0 +1,507 @@
+//! Generated scenarios: a valid shape (the V clauses hold) and pod actions the catalog has,
+//! or an invalid shape with the rejection the model says is due. Every draw comes from one
+//! [`Rng`], so a seed and a scenario index reproduce the scenario.
+
+use std::collections::BTreeSet;
+
+use super::rng::Rng;
+use crate::model::{
+    Clique, Completion, Group, Model, PodChange, PodEvent, PodState, RestartPolicy, Shape, World,
+    admit,
+};
+
+/// What the harness does to one pod (the catalog's pod steps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Act {
+    /// `exit` with this code.
+    Exit(i32),
+    /// `evict`, with or without a terminal phase.
+    Evict {
+        /// The kubelet writes phase Failed before the pod goes.
+        terminal_phase: bool,
+    },
+    /// `preempt`, with or without a terminal phase.
+    Preempt {
+        /// The kubelet writes phase Failed before the pod goes.
+        terminal_phase: bool,
+    },
+    /// `delete`, with or without a terminal phase.
+    Delete {
+        /// The kubelet writes phase Failed before the pod goes.
+        terminal_phase: bool,
+    },
+    /// `force-delete`.
+    ForceDelete,
+    /// `lose-node` (`mode: fail` when `fail_first`).
+    LoseNode {
+        /// The pod shows Failed first, as pod GC does.
+        fail_first: bool,
+    },
+}
+
+impl Act {
+    /// What the model sees of it.
+    pub fn change(self) -> PodChange {
+        match self {
+            Act::Exit(c) => PodChange::Exit(c),
+            _ => PodChange::Removed,
+        }
+    }
+}
+
+/// One pod action.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Action {
+    /// PodClique name.
+    pub clique: String,
+    /// Pod index.
+    pub index: u32,
+    /// What happens.
+    pub act: Act,
+}
+
+/// One step of a scenario.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Step {
+    /// Pod actions; `together`: applied while the implementation is paused, so that it sees
+    /// them in one observation.
+    Batch {
+        /// The actions.
+        actions: Vec<Action>,
+        /// Seen together (paused) rather than one by one.
+        together: bool,
+    },
+    /// The implementation is killed and restarted while quiet (O3: nothing may change).
+    Crash,
+}
+
+/// What a scenario checks.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Body {
+    /// A valid shape and steps on it.
+    Steps(Vec<Step>),
+    /// An invalid shape: its creation must be rejected naming `field` (clause `clause`).
+    Rejected {
+        /// The V clause.
+        clause: &'static str,
+        /// The field.
+        field: String,
+    },
+}
+
+/// A generated scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scenario {
+    /// The seed it came from.
+    pub seed: u64,
+    /// Its index under the seed.
+    pub index: u32,
+    /// The job.
+    pub shape: Shape,
+    /// What is done and checked.
+    pub body: Body,
+    /// How it was made smaller from the generated one (empty when not shrunk).
+    pub shrink_path: Vec<String>,
+}
+
+impl Scenario {
+    /// The scenario's name: `explore-<seed>-<index>`.
+    pub fn name(&self) -> String {
+        if self.shrink_path.is_empty() {
+            format!("explore-{}-{}", self.seed, self.index)
+        } else {
+            format!("explore-{}-{}-shrunk", self.seed, self.index)
+        }
+    }
+}
+
+const CLIQUE_NAMES: &[&str] = &[
+    "leader", "worker", "ps", "eval", "coord", "rank", "head", "shard", "actor", "critic",
+];
+const GROUP_NAMES: &[&str] = &["trainer", "gang", "pool"];
+
+/// The scenario `index` of `seed` at size `size` (1–5: larger shapes and longer sequences).
+pub fn scenario(seed: u64, index: u32, size: u32) -> Scenario {
+    let size = size.clamp(1, 5);
+    let mut rng = Rng::for_scenario(seed, index);
+    let shape = valid_shape(&mut rng, size);
+    let body = if rng.chance(1, 8) {
+        match invalid(&mut rng, &shape) {
+            Some((bad, clause, field)) => {
+                return Scenario {
+                    seed,
+                    index,
+                    shape: bad,
+                    body: Body::Rejected { clause, field },
+                    shrink_path: Vec::new(),
+                };
+            }
+            None => Body::Steps(steps(&mut rng, &shape, size)),
+        }
+    } else {
+        Body::Steps(steps(&mut rng, &shape, size))
+    };
+    Scenario {
+        seed,
+        index,
+        shape,
+        body,
+        shrink_path: Vec::new(),
+    }
+}
+
+/// A shape the V clauses admit: 1–2 PCS replicas, standalone cliques and groups (1–3
+/// replicas, 1–3 members), aware and regular mixed, 1–4 pods a clique, targetNames subsets
+/// or absent, budgets 0–2.
+pub fn valid_shape(rng: &mut Rng, size: u32) -> Shape {
+    loop {
+        let shape = draw_shape(rng, size);
+        if admit(&shape).is_empty() && shape.total_pods() <= 6 + 6 * size {
+            return shape;
+        }
+    }
+}
+
+fn draw_shape(rng: &mut Rng, size: u32) -> Shape {
+    let replicas = if size >= 2 && rng.chance(1, 3) { 2 } else { 1 };
+    let mut names: Vec<&str> = CLIQUE_NAMES.to_vec();
+    let mut take_name = |rng: &mut Rng| {
+        let k = rng.range(0, names.len() as u32 - 1) as usize;
+        names.remove(k).to_owned()
+    };
+    let n_groups = rng.range(0, size.min(2));
+    let n_standalone = rng.range(u32::from(n_groups == 0), size.min(2));
+    let max_pods = (size + 1).min(4);
+    let clique = |rng: &mut Rng, name: String| {
+        let aware = rng.chance(3, 4);
+        Clique {
+            name,
+            pods: rng.range(1, max_pods),
+            completion: aware.then(|| Completion {
+                target_names: None,
+                max_restarts: rng.chance(1, 4).then_some(0),
+            }),
+            restart_policy: if rng.chance(1, 4) {
+                Some(if aware {
+                    RestartPolicy::Never
+                } else {
+                    RestartPolicy::Always
+                })
+            } else {
+                None
+            },
+            autoscaling: false,
+        }
+    };
+    let mut cliques = Vec::new();
+    for _ in 0..n_standalone {
+        let name = take_name(rng);
+        cliques.push(clique(rng, name));
+    }
+    let mut groups = Vec::new();
+    for g in 0..n_groups {
+        let members: Vec<String> = (0..rng.range(1, (size + 1).min(3)))
+            .map(|_| take_name(rng))
+            .collect();
+        for m in &members {
+            cliques.push(clique(rng, m.clone()));
+        }
+        groups.push(Group {
+            name: GROUP_NAMES[g as usize].to_owned(),
+            replicas: rng.range(1, size.min(3)),
+            members,
+            completion: None,
+            scale_config: false,
+        });
+    }
+    let mut shape = Shape {
+        name: "job".to_owned(),
+        replicas,
+        completion: None,
+        cliques,
+        groups,
+    };
+    // Policies: only where the scope is completion-aware (V4), targets among its aware
+    // direct children (V2).
+    for k in 0..shape.groups.len() {
+        let g = &shape.groups[k];
+        if !shape.group_aware(g) || rng.chance(1, 4) {
+            continue;
+        }
+        let aware: Vec<String> = g
+            .members
+            .iter()
+            .filter(|m| shape.clique(m).is_some_and(Clique::aware))
+            .cloned()
+            .collect();
+        let completion = policy(rng, &aware);
+        shape.groups[k].completion = Some(completion);
+    }
+    if shape.aware() && rng.chance(3, 4) {
+        let aware: Vec<String> = shape
+            .children()
+            .into_iter()
+            .filter(|c| shape.child_aware(*c))
+            .map(|c| c.name().to_owned())
+            .collect();
+        shape.completion = Some(policy(rng, &aware));
+    }
+    shape
+}
+
+fn policy(rng: &mut Rng, aware: &[String]) -> Completion {
+    let target_names = if rng.chance(1, 2) {
+        let mut t: Vec<String> = aware.iter().filter(|_| rng.chance(1, 2)).cloned().collect();
+        if t.is_empty() {
+            t.push(rng.pick(aware).clone());
+        }
+        Some(t)
+    } else {
+        None
+    };
+    Completion {
+        target_names,
+        max_restarts: rng.chance(3, 4).then(|| rng.range(0, 2) as i32),
+    }
+}
+
+/// One breach of one V clause on `shape`, with the single rejection the model says is due.
+fn invalid(rng: &mut Rng, shape: &Shape) -> Option<(Shape, &'static str, String)> {
+    for _ in 0..20 {
+        let mut s = shape.clone();
+        let k = rng.range(0, s.cliques.len() as u32 - 1) as usize;
+        let aware = s.cliques[k].aware();
+        match rng.range(0, 7) {
+            0 if aware => {
+                let own = s.cliques[k].name.clone();
+                s.cliques[k].completion.as_mut()?.target_names = Some(vec![own]);
+            }
+            1 => {
+                let bad = match rng.range(0, 2) {
+                    0 => Vec::new(),
+                    1 => vec![s.cliques[k].name.clone(), s.cliques[k].name.clone()],
+                    _ => vec!["nobody".to_owned()],
+                };
+                if s.groups.is_empty() || rng.chance(1, 2) {
+                    s.completion
+                        .get_or_insert_with(Completion::default)
+                        .target_names = Some(bad);
+                } else {
+                    let g = rng.range(0, s.groups.len() as u32 - 1) as usize;
+                    s.groups[g]
+                        .completion
+                        .get_or_insert_with(Completion::default)
+                        .target_names = Some(bad);
+                }
+            }
+            2 if aware => {
+                s.cliques[k].completion.as_mut()?.max_restarts = Some(rng.range(1, 2) as i32);
+            }
+            3 => {
+                s.completion
+                    .get_or_insert_with(Completion::default)
+                    .max_restarts = Some(-1);
+            }
+            4 => {
+                // V4: every clique regular, a policy kept on the PCS.
+                for c in &mut s.cliques {
+                    c.completion = None;
+                    c.restart_policy = None;
+                }
+                for g in &mut s.groups {
+                    g.completion = None;
+                }
+                s.completion = Some(Completion {
+                    target_names: None,
+                    max_restarts: Some(1),
+                });
+            }
+            5 => {
+                s.cliques[k].restart_policy = Some(if aware {
+                    *rng.pick(&[RestartPolicy::Always, RestartPolicy::OnFailure])
+                } else {
+                    *rng.pick(&[RestartPolicy::Never, RestartPolicy::OnFailure])
+                });
+            }
+            6 if aware => s.cliques[k].autoscaling = true,
+            7 if !s.groups.is_empty() => {
+                let g = rng.range(0, s.groups.len() as u32 - 1) as usize;
+                s.groups[g].scale_config = true;
+            }
+            _ => continue,
+        }
+        let due = admit(&s);
+        if let [one] = due.as_slice() {
+            return Some((s.clone(), one.clause, one.field.clone()));
+        }
+    }
+    None
+}
+
+/// Steps on `shape`, each drawn from the pods the model says are active in every allowed
+/// state, until the job is terminal, the states the spec allows diverge, or the size's
+/// length is reached.
+fn steps(rng: &mut Rng, shape: &Shape, size: u32) -> Vec<Step> {
+    let model = Model::new(shape.clone());
+    let mut worlds = BTreeSet::from([model.initial()]);
+    let mut out = Vec::new();
+    // A node may be lost while every pod is still on the node it started on (the simulated
+    // fleet gives each a node of its own, up to 8), so that losing it takes that pod alone.
+    let mut pods_moved = false;
+    let mut lost_node = false;
+    // A regular pod whose container exited is restarted in place: nothing observable tells
+    // when that is over, so no later action is aimed at it.
+    let mut spent: BTreeSet<(String, u32)> = BTreeSet::new();
+    let max = 1 + 2 * size;
+    while out.len() < max as usize {
+        let Some(state) = settled(&worlds) else {
+            break;
+        };
+        if state.set.terminal() && !shape.aware() {
+            break;
+        }
+        let active: Vec<(String, u32)> = active_pods(state)
+            .into_iter()
+            .filter(|p| !spent.contains(p))
+            .collect();
+        if active.is_empty() {
+            break;
+        }
+        if rng.chance(1, 10) {
+            out.push(Step::Crash);
+            continue;
+        }
+        let together = rng.chance(1, 4);
+        let mut actions = Vec::new();
+        let first = rng.pick(&active).clone();
+        let scope = scope_of(&model, &first.0);
+        let n = if together { rng.range(2, 3) } else { 1 };
+        let mut chosen = vec![first];
+        if together {
+            let same: Vec<_> = active
+                .iter()
+                .filter(|p| scope_of(&model, &p.0) == scope && !chosen.contains(p))
+                .cloned()
+                .collect();
+            let mut same = same;
+            while chosen.len() < n as usize && !same.is_empty() {
+                let k = rng.range(0, same.len() as u32 - 1) as usize;
+                chosen.push(same.remove(k));
+            }
+        }
+        let together = chosen.len() > 1;
+        for (clique, index) in chosen {
+            let may_lose_node = !together && !lost_node && !pods_moved;
+            let act = draw_act(rng, shape, may_lose_node);
+            lost_node |= matches!(act, Act::LoseNode { .. });
+            if !state.cliques[&clique].aware {
+                match act {
+                    Act::Exit(_) => {
+                        spent.insert((clique.clone(), index));
+                    }
+                    _ => pods_moved = true,
+                }
+            }
+            actions.push(Action { clique, index, act });
+        }
+        let events: Vec<PodEvent> = actions
+            .iter()
+            .map(|a| PodEvent {
+                clique: a.clique.clone(),
+                index: a.index,
+                change: a.act.change(),
+            })
+            .collect();
+        worlds = model
+            .apply(&worlds, &events)
+            .expect("actions address active pods");
+        if worlds
+            .iter()
+            .any(|w| w.incarnations.values().any(|n| *n > 1))
+        {
+            pods_moved = true;
+        }
+        out.push(Step::Batch { actions, together });
+        if state_of_all(&worlds).len() > 1 {
+            // The allowed states differ: what follows would depend on which one holds.
+            break;
+        }
+    }
+    out
+}
+
+fn draw_act(rng: &mut Rng, shape: &Shape, may_lose_node: bool) -> Act {
+    loop {
+        let terminal_phase = rng.chance(1, 2);
+        return match rng.range(0, 11) {
+            0..=3 => Act::Exit(0),
+            4..=6 => Act::Exit(rng.range(1, 3) as i32),
+            7 => Act::Evict { terminal_phase },
+            8 => Act::Preempt { terminal_phase },
+            9 => Act::Delete { terminal_phase },
+            10 => Act::ForceDelete,
+            // One node loss a scenario, seen alone, while every pod is on a node of its own
+            // and at least one other node is left for what gets created after it.
+            _ if may_lose_node && (2..=7).contains(&shape.total_pods()) => Act::LoseNode {
+                fail_first: rng.chance(1, 2),
+            },
+            _ => continue,
+        };
+    }
+}
+
+/// The one state every allowed world agrees on, events aside (`None` when they differ).
+pub fn settled(worlds: &BTreeSet<World>) -> Option<&World> {
+    (state_of_all(worlds).len() == 1).then(|| worlds.iter().next().expect("not empty"))
+}
+
+fn state_of_all(worlds: &BTreeSet<World>) -> BTreeSet<World> {
+    worlds
+        .iter()
+        .map(|w| World {
+            events: Default::default(),
+            ..w.clone()
+        })
+        .collect()
+}
+
+/// The active pods of existing PodCliques, by PodClique and index.
+pub fn active_pods(w: &World) -> Vec<(String, u32)> {
+    w.cliques
+        .iter()
+        .flat_map(|(name, c)| {
+            c.pods
+                .iter()
+                .filter(|(_, p)| **p == PodState::Active)
+                .map(move |(k, _)| (name.clone(), *k))
+        })
+        .collect()
+}
+
+/// The nearest parent scope of a PodClique: its PCS replica and, in a PCSG, that PCSG.
+fn scope_of(model: &Model, clique: &str) -> (u32, Option<String>) {
+    let (i, group) = model.slot_of(clique).expect("a PodClique of the shape");
+    (i, group.map(|(g, _)| g))
+}
+
+/// The states the model allows after each step (the first: after creation).
+pub fn predictions(shape: &Shape, steps: &[Step]) -> Result<Vec<BTreeSet<World>>, String> {
+    let model = Model::new(shape.clone());
+    let mut worlds = BTreeSet::from([model.initial()]);
+    let mut out = vec![worlds.clone()];
+    for step in steps {
+        if let Step::Batch { actions, .. } = step {
+            let events: Vec<PodEvent> = actions
+                .iter()
+                .map(|a| PodEvent {
+                    clique: a.clique.clone(),
+                    index: a.index,
+                    change: a.act.change(),
+                })
+                .collect();
+            worlds = model.apply(&worlds, &events)?;
+        }
+        out.push(worlds.clone());
+    }
+    Ok(out)
+}

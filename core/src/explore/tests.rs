@@ -1,0 +1,142 @@
+//! The generators, the renderer and the shrinker on many seeds: what they make is valid,
+//! reproducible and an ordinary case.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::generate::{Body, Step, predictions, scenario};
+use super::{render, shrink};
+use crate::catalog::{parse_case_with_fixtures, parse_fixture};
+use crate::model::admit;
+
+#[test]
+fn a_seed_reproduces_its_scenarios() {
+    for i in 0..50 {
+        assert_eq!(scenario(7, i, 2), scenario(7, i, 2));
+    }
+    let distinct: BTreeSet<String> = (0..50)
+        .map(|i| render::case(&scenario(7, i, 2)).unwrap())
+        .collect();
+    assert!(distinct.len() > 40, "{}", distinct.len());
+}
+
+#[test]
+fn generated_shapes_are_admitted_or_due_exactly_their_rejection() {
+    let (mut valid, mut invalid) = (0, 0);
+    for size in 1..=5 {
+        for i in 0..200 {
+            let s = scenario(size as u64 * 1000, i, size);
+            let due = admit(&s.shape);
+            match &s.body {
+                Body::Steps(steps) => {
+                    valid += 1;
+                    assert!(due.is_empty(), "{s:?}: {due:?}");
+                    let pods = s.shape.total_pods();
+                    assert!(pods <= 6 + 6 * size, "{pods} pods at size {size}");
+                    for c in &s.shape.cliques {
+                        assert!((1..=4).contains(&c.pods));
+                    }
+                    for g in &s.shape.groups {
+                        assert!((1..=3).contains(&g.replicas));
+                        assert!((1..=3).contains(&g.members.len()));
+                    }
+                    assert!((1..=2).contains(&s.shape.replicas));
+                    assert!(predictions(&s.shape, steps).is_ok());
+                }
+                Body::Rejected { clause, field } => {
+                    invalid += 1;
+                    assert_eq!(due.len(), 1, "{s:?}");
+                    assert_eq!((due[0].clause, &due[0].field), (*clause, field));
+                }
+            }
+        }
+    }
+    assert!(
+        invalid > 50 && valid > 700,
+        "{valid} valid, {invalid} invalid"
+    );
+}
+
+#[test]
+fn every_step_kind_is_generated() {
+    let mut seen = BTreeSet::new();
+    for i in 0..400 {
+        if let Body::Steps(steps) = scenario(3, i, 3).body {
+            for s in steps {
+                match s {
+                    Step::Crash => seen.insert("crash".to_owned()),
+                    Step::Batch { actions, together } => {
+                        if together {
+                            seen.insert("together".to_owned());
+                        }
+                        for a in actions {
+                            seen.insert(
+                                format!("{:?}", a.act).split(' ').next().unwrap().to_owned(),
+                            );
+                        }
+                        true
+                    }
+                };
+            }
+        }
+    }
+    for k in [
+        "crash",
+        "together",
+        "Exit(0)",
+        "Evict",
+        "Preempt",
+        "Delete",
+        "ForceDelete",
+        "LoseNode",
+    ] {
+        assert!(seen.contains(k), "{k} never drawn: {seen:?}");
+    }
+}
+
+#[test]
+fn rendered_scenarios_are_ordinary_cases_with_contract_keeping_fixtures() {
+    for size in [1, 2, 4] {
+        for i in 0..150 {
+            let s = scenario(11, i, size);
+            let name = s.name();
+            let fixture_text = render::fixture(&s);
+            let fixture = parse_fixture(Path::new(&format!("fixtures/{name}.yaml")), &fixture_text)
+                .unwrap_or_else(|d| panic!("{fixture_text}\n{d:?}"));
+            assert!(fixture.contract.is_empty(), "{:?}", fixture.contract);
+            let text = render::case(&s).unwrap();
+            let known = BTreeSet::from([name.clone()]);
+            let case = parse_case_with_fixtures(
+                Path::new(&format!("cases/explore/{name}.yaml")),
+                &text,
+                &known,
+            )
+            .unwrap_or_else(|d| panic!("{text}\n{d:?}"));
+            assert_eq!(case.name, name);
+        }
+    }
+}
+
+#[test]
+fn shrink_candidates_are_smaller_valid_scenarios() {
+    for i in 0..60 {
+        let s = scenario(5, i, 3);
+        for c in shrink::candidates(&s) {
+            assert_eq!(c.shrink_path.len(), 1);
+            assert!(c.name().ends_with("-shrunk"));
+            render::case(&c).unwrap();
+            match (&c.body, &s.body) {
+                (Body::Steps(a), Body::Steps(b)) => {
+                    assert!(admit(&c.shape).is_empty());
+                    let smaller_shape =
+                        c.shape.total_pods() < s.shape.total_pods() || c.shape != s.shape;
+                    assert!(a.len() < b.len() || a != b || smaller_shape);
+                }
+                (Body::Rejected { clause: a, .. }, Body::Rejected { clause: b, .. }) => {
+                    assert_eq!(a, b)
+                }
+                _ => panic!("the body changed kind"),
+            }
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! `explore` end to end: generated scenarios, written as cases, are ordinary catalog cases
+//! (they pass `lint` beside the catalog), and a sample of them passes against the reference
+//! operator on the embedded cluster through the normal runner.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use grove_conformance::campaign::explore as files;
+use grove_conformance::catalog;
+use grove_conformance::errors;
+use grove_conformance::explore::{Body, Scenario, scenario, shrink};
+use grove_conformance::implementation::ImplementationSpec;
+use grove_conformance::report::Outcome;
+use grove_conformance::runner::{RunSettings, run_cases};
+use grove_conformance::target::{TargetOptions, acquire};
+use grove_conformance::vocab::Vocabulary;
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let dest = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, &dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn written_scenarios_and_shrunk_ones_pass_lint_beside_the_catalog() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&root.join("cases"), &dir.path().join("cases"));
+    copy_dir(&root.join("fixtures"), &dir.path().join("fixtures"));
+    let mut written = 0;
+    let mut kinds = (false, false);
+    for i in 0..40 {
+        let s = scenario(42, i, 3);
+        match s.body {
+            Body::Rejected { .. } => kinds.0 = true,
+            Body::Steps(_) => kinds.1 = true,
+        }
+        let smaller: Vec<Scenario> = shrink::candidates(&s).into_iter().take(1).collect();
+        for s in std::iter::once(s).chain(smaller) {
+            let file = files::write(dir.path(), &s).unwrap();
+            assert!(file.starts_with(dir.path().join("cases/explore")));
+            written += 1;
+        }
+    }
+    assert!(kinds.0 && kinds.1, "both kinds of scenario written");
+    let linted =
+        catalog::lint(dir.path()).unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
+    let explored = linted
+        .cases
+        .iter()
+        .filter(|c| c.area == files::AREA)
+        .count();
+    assert_eq!(explored, written);
+}
+
+#[test]
+fn generated_scenarios_pass_against_the_reference_operator() {
+    grove_conformance::host::logging::init(grove_conformance::host::logging::DEFAULT_FILTER);
+    let options = TargetOptions::from_env().unwrap_or_else(|e| panic!("{e}"));
+    let spec = options
+        .spec(Path::new(env!("CARGO_BIN_EXE_grove-conformance")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let scenarios: Vec<(Scenario, Option<String>)> =
+        (0..16).map(|i| (scenario(2026, i, 2), None)).collect();
+    let logs: PathBuf =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/grove-conformance-test-logs");
+    let (catalog, cases) = files::catalog(&logs, &scenarios)
+        .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
+    let results = runtime.block_on(async {
+        let target = acquire(&spec, grove_reference_operator::crds(), true)
+            .await
+            .unwrap_or_else(|e| panic!("{:#}", errors::chain(&e)));
+        let settings = RunSettings {
+            implementation: ImplementationSpec::Reference {
+                program: PathBuf::from(env!("CARGO_BIN_EXE_grove-conformance")),
+            },
+            vocab: Vocabulary::default(),
+            jobs: 8,
+            keep_namespaces: false,
+            log_dir: logs.join("explore"),
+            fail_fast: false,
+            api_proxy: true,
+        };
+        run_cases(
+            target.handles(),
+            Arc::new(catalog),
+            cases,
+            &settings,
+            |_| {},
+        )
+        .await
+        .unwrap()
+    });
+    let mut passed = 0;
+    for r in &results.cases {
+        match &r.outcome {
+            Outcome::Pass => passed += 1,
+            Outcome::Skip { reason } => eprintln!("{}: skipped: {reason}", r.case),
+            other => panic!("{}: {other:?}", r.case),
+        }
+    }
+    assert_eq!(results.cases.len(), 16);
+    assert!(passed >= 12, "only {passed} of 16 ran");
+}

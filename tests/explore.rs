@@ -88,6 +88,7 @@ fn generated_scenarios_pass_against_the_reference_operator() {
             log_dir: logs.join("explore"),
             fail_fast: false,
             api_proxy: true,
+            durations: Default::default(),
         };
         run_cases(
             target.handles(),

@@ -406,7 +406,8 @@ mod tests {
                 n(5, false)
             ]
         );
-        // With them: longest first in each part; a case they lack counts as the longest.
+        // With them: longest first in each part; a case they lack counts as long as the
+        // longest they know, and follows it in catalog order.
         let ms = std::time::Duration::from_millis;
         let durations = Durations::from_pairs([
             (names[0].clone(), ms(100)),
@@ -420,8 +421,8 @@ mod tests {
             [
                 n(3, true),
                 n(1, true),
-                n(5, false),
                 n(2, false),
+                n(5, false),
                 n(4, false),
                 n(0, false)
             ]

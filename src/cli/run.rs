@@ -173,18 +173,6 @@ pub(crate) fn run(args: &RunArgs) -> Result<i32, i32> {
     let prepared = prepare_admission(args, scratch.path())?;
     let implementation = implementation(args, &prepared)?;
     let (impl_name, impl_version) = implementation_name(args, &implementation);
-    let named = report::Implementation {
-        name: impl_name,
-        version: impl_version,
-    };
-    let identity = shard::identity(&named, args.revision, digest, &selected);
-    let reports = Reports {
-        out: &args.out,
-        junit: args.junit.clone(),
-        implementation: named,
-        revision: args.revision,
-        date: today(),
-    };
     if cases.is_empty() {
         // Only a shard can be empty (an empty selection exited 104 above); its results
         // still go out, so that `merge` finds every shard.
@@ -194,10 +182,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<i32, i32> {
             selected.len()
         );
         let results = report::RunResults::default();
-        reports.write(
-            &results,
-            &RunRecord::new(identity, args.shard, &reports.date, &results),
-        );
+        write_reports(args, &results, impl_name, impl_version, digest, &selected);
         return Ok(report::SUCCESS);
     }
     let settings = RunSettings {
@@ -209,8 +194,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<i32, i32> {
         let mut target = acquire_target(&spec, !args.no_install_crds, &prepared).await?;
         execute(&mut target, &prepared.webhooks, catalog, cases, &settings).await
     })?;
-    let record = RunRecord::new(identity, args.shard, &reports.date, &results);
-    reports.write(&results, &record);
+    write_reports(args, &results, impl_name, impl_version, digest, &selected);
     Ok(report::exit_code(&results))
 }
 
@@ -462,9 +446,9 @@ pub(crate) fn implementation_name(
     }
 }
 
-/// The summary, the failure details and every report of a run that is not of a catalog on
-/// disk (generated scenarios): its record names `catalog` (what generated it) instead of a
-/// digest of files; `selected` is every case selected before sharding.
+/// The summary, the failure details and every report of a run, with its `results.json`:
+/// `catalog` names what was run (a digest of the catalog's files, or what generated the
+/// cases) and `selected` is every case selected before sharding.
 pub(crate) fn write_reports(
     args: &RunArgs,
     results: &report::RunResults,
@@ -474,13 +458,7 @@ pub(crate) fn write_reports(
     selected: &[catalog::Case],
 ) {
     let named = report::Implementation { name, version };
-    let selected = shard::selected_names(selected);
-    let identity = report::RunIdentity {
-        implementation: (&named).into(),
-        revision: args.revision.id().to_owned(),
-        catalog,
-        selected,
-    };
+    let identity = shard::identity(&named, args.revision, catalog, selected);
     let reports = Reports {
         out: &args.out,
         junit: args.junit.clone(),

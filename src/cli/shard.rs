@@ -95,18 +95,8 @@ pub(crate) fn plan_listing(
 ) -> String {
     use std::fmt::Write as _;
     let alone = |c: &Case| runs_alone(c, catalog, real_kubelets);
-    let planned: Vec<schedule::Planned> = cases
-        .iter()
-        .enumerate()
-        .map(|(index, c)| schedule::Planned {
-            index,
-            duration: durations.planned(&c.name),
-            alone: alone(c),
-        })
-        .collect();
     let mut out = String::new();
-    for i in schedule::start_order(&planned) {
-        let c = &cases[i];
+    for (c, alone) in runner::plan(cases.to_vec(), durations, alone) {
         let known = durations
             .get(&c.name)
             .map_or("?".to_owned(), |d| format!("{:.1}s", d.as_secs_f64()));
@@ -115,7 +105,7 @@ pub(crate) fn plan_listing(
             "{:<64} {:>7}{}",
             c.name,
             known,
-            if alone(c) { "  alone" } else { "" }
+            if alone { "  alone" } else { "" }
         );
     }
     let weight = |c: &Case| weight(c, catalog, durations, real_kubelets).weight;
@@ -187,7 +177,7 @@ pub(crate) fn catalog_digest(catalog: &Catalog) -> Result<String, i32> {
 }
 
 /// The names of `selected`, sorted: what every shard of the run records as its selection.
-pub(crate) fn selected_names(selected: &[Case]) -> Vec<String> {
+fn selected_names(selected: &[Case]) -> Vec<String> {
     let mut names: Vec<String> = selected.iter().map(|c| c.name.clone()).collect();
     names.sort();
     names

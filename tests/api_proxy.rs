@@ -119,7 +119,7 @@ fn reads_writes_and_apply_go_through_and_are_recorded() {
     with_proxy("crud", |w| async move {
         let cms = w.proxied_cms();
         let pp = PostParams::default();
-        cms.create(&pp, &cm("a", "1")).await.unwrap();
+        let created = cms.create(&pp, &cm("a", "1")).await.unwrap();
         assert_eq!(value(&cms.get("a").await.unwrap()), Some("1"));
         let names: Vec<String> = cms
             .list(&ListParams::default())
@@ -129,20 +129,22 @@ fn reads_writes_and_apply_go_through_and_are_recorded() {
             .map(ResourceExt::name_any)
             .collect();
         assert!(names.contains(&"a".to_string()), "{names:?}");
-        cms.patch("a", &PatchParams::default(), &merge("2"))
+        let patched = cms
+            .patch("a", &PatchParams::default(), &merge("2"))
             .await
             .unwrap();
         let applied = json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "a"}, "data": {"k": "3", "applied": "yes"}
         });
-        cms.patch(
-            "a",
-            &PatchParams::apply("proxy-test").force(),
-            &Patch::Apply(applied),
-        )
-        .await
-        .unwrap();
+        let applied = cms
+            .patch(
+                "a",
+                &PatchParams::apply("proxy-test").force(),
+                &Patch::Apply(applied),
+            )
+            .await
+            .unwrap();
         let seen = w.direct_cms().get("a").await.unwrap();
         assert_eq!(value(&seen), Some("3"));
         assert_eq!(seen.data.unwrap()["applied"], "yes");
@@ -203,6 +205,22 @@ fn reads_writes_and_apply_go_through_and_are_recorded() {
                 .all(|r| r.duration.is_some() && r.faults.is_empty())
         );
         assert!(log[..6].iter().all(|r| r.request.namespace == w.ns));
+        // Accepted creates, updates and patches record the revision they committed at, and
+        // where their answer fell in the arrival order; reads and deletes name none.
+        let revision = |cm: &ConfigMap| cm.metadata.resource_version.as_deref()?.parse().ok();
+        let revisions: Vec<Option<u64>> = log.iter().map(|r| r.resource_version).collect();
+        assert_eq!(revisions[0], revision(&created));
+        assert_eq!(revisions[3], revision(&patched));
+        assert_eq!(revisions[4], revision(&applied));
+        assert!(
+            [1, 2, 5, 6, 7, 8].iter().all(|i| revisions[*i].is_none()),
+            "{revisions:?}"
+        );
+        assert!(log.iter().all(|r| r.answered_after == Some(r.seq)));
+        let at = w
+            .proxy
+            .writes_at(&[revision(&patched).unwrap(), revision(&created).unwrap()]);
+        assert_eq!(at.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 4]);
         assert_eq!(log[6].request.group, "apps");
         assert_eq!(
             summary(&w.proxy.mutating_requests()),

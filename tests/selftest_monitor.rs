@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use grove_conformance::monitor::{Actor, Entry, EventType, Monitor, Violation};
+use grove_conformance::monitor::{Actor, Entry, EventType, Monitor, SeenWrite, Violation};
 use grove_conformance::vocab::{Kind, Revision, Vocabulary};
 use serde_json::{Value, json};
 
@@ -618,7 +618,8 @@ fn c4_spares_a_new_attempt_starting_while_its_replica_completes() {
     leader_completes(&mut sim);
     add_pod(&mut sim, "job-0-trainer-0-worker", 5, Impl);
     assert!(sim.clauses().is_empty(), "{:?}", sim.found);
-    // Once the group's Completed is persisted, a new pod is inside a terminal scope.
+    // Once the group's Completed is persisted, a new pod is inside a terminal scope, unless
+    // its create was already under way: only the requests can tell.
     sim.condition(
         Kind::PodCliqueScalingGroup,
         "job-0-trainer",
@@ -626,7 +627,44 @@ fn c4_spares_a_new_attempt_starting_while_its_replica_completes() {
         "Completed",
         "True",
     );
+    let terminal = sim.rv;
     add_pod(&mut sim, "job-0-trainer-0-worker", 6, Impl);
+    assert!(sim.clauses().is_empty(), "{:?}", sim.found);
+    let undecided = sim.monitor.undecided().to_vec();
+    assert_eq!(undecided.len(), 1);
+    let pod = &undecided[0];
+    assert_eq!(pod.revisions(), [sim.rv, terminal]);
+    let write = |revision, arrived, answered_after| SeenWrite {
+        revision,
+        arrived,
+        answered_after,
+    };
+    // Sent after the group's write was answered: a breach.
+    let late = pod
+        .judge(&[write(terminal, 10, Some(12)), write(sim.rv, 13, Some(14))])
+        .expect("a create sent after the terminal write's answer");
+    assert_eq!(late.clause, "C4");
+    assert!(late.message.contains("request #13"), "{}", late.message);
+    assert!(late.message.contains("request #10"), "{}", late.message);
+    assert_eq!(late.evidence.len(), 2);
+    // Sent before the answer: under way, allowed.
+    assert_eq!(
+        pod.judge(&[write(terminal, 10, Some(12)), write(sim.rv, 12, Some(14))]),
+        None
+    );
+    // Either write unknown (made past the proxy): nothing shows a breach.
+    assert_eq!(pod.judge(&[write(terminal, 10, Some(12))]), None);
+    assert_eq!(pod.judge(&[write(sim.rv, 13, Some(14))]), None);
+    assert_eq!(pod.judge(&[]), None);
+    // A pod in the Completed clique itself stays a breach at once.
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-worker",
+        Impl,
+        "Completed",
+        "True",
+    );
+    add_pod(&mut sim, "job-0-trainer-0-worker", 7, Impl);
     assert_eq!(sim.clauses(), ["C4"]);
 }
 

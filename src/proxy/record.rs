@@ -35,6 +35,12 @@ pub struct RecordedRequest {
     pub duration: Option<Duration>,
     /// The rules that applied to it, in rule order.
     pub faults: Vec<AppliedFault>,
+    /// For a create, update or patch the apiserver accepted: the `resourceVersion` of the
+    /// object it answered with (the revision the write committed at).
+    pub resource_version: Option<u64>,
+    /// How many requests had arrived when its answer was recorded (the highest `seq` then):
+    /// every request numbered above it arrived after this one's answer.
+    pub answered_after: Option<u64>,
 }
 
 /// Requests, rules and firings.
@@ -79,6 +85,8 @@ impl Journal {
             status: None,
             duration: None,
             faults: decision.applied.clone(),
+            resource_version: None,
+            answered_after: None,
         });
         (seq, decision)
     }
@@ -118,14 +126,33 @@ impl Journal {
         self.marks.clear();
     }
 
-    /// Records how request `seq` ended (unless the log was cleared since).
-    pub fn answered(&mut self, seq: u64, status: Option<u16>, duration: Duration) {
+    /// Records how request `seq` ended (unless the log was cleared since), and the revision
+    /// its write committed at when the answer named one.
+    pub fn answered(
+        &mut self,
+        seq: u64,
+        status: Option<u16>,
+        duration: Duration,
+        resource_version: Option<u64>,
+    ) {
+        let latest = self.next_seq;
         // Requests are pushed in seq order, so the log stays sorted by seq.
         if let Ok(index) = self.requests.binary_search_by_key(&seq, |r| r.seq) {
             let record = &mut self.requests[index];
             record.status = status;
             record.duration = Some(duration);
+            record.resource_version = resource_version;
+            record.answered_after = Some(latest);
         }
+    }
+
+    /// The accepted writes whose answers named one of `revisions`, in arrival order.
+    pub fn writes_at(&self, revisions: &[u64]) -> Vec<RecordedRequest> {
+        self.requests
+            .iter()
+            .filter(|r| r.resource_version.is_some_and(|rv| revisions.contains(&rv)))
+            .cloned()
+            .collect()
     }
 
     /// Records a firing.
@@ -166,12 +193,20 @@ mod tests {
         let (first, _) = journal.arrive(create(), true);
         let (second, _) = journal.arrive(create(), true);
         assert_eq!((first, second), (1, 2));
-        journal.answered(second, Some(201), Duration::from_millis(3));
+        journal.answered(second, Some(201), Duration::from_millis(3), Some(17));
+        let (third, _) = journal.arrive(create(), true);
+        journal.answered(first, Some(201), Duration::from_millis(5), None);
         let requests = journal.requests();
-        assert_eq!(requests[0].status, None);
-        assert_eq!(requests[0].duration, None);
+        assert_eq!(requests[0].status, Some(201));
+        assert_eq!(requests[0].answered_after, Some(third));
+        assert_eq!(requests[0].resource_version, None);
         assert_eq!(requests[1].status, Some(201));
         assert_eq!(requests[1].duration, Some(Duration::from_millis(3)));
+        assert_eq!(requests[1].answered_after, Some(second));
+        assert_eq!(requests[2].status, None);
+        assert_eq!(requests[2].answered_after, None);
+        let at: Vec<u64> = journal.writes_at(&[17, 3]).iter().map(|r| r.seq).collect();
+        assert_eq!(at, [second]);
     }
 
     #[test]
@@ -179,7 +214,7 @@ mod tests {
         let mut journal = Journal::default();
         let (first, _) = journal.arrive(create(), true);
         journal.clear();
-        journal.answered(first, Some(201), Duration::ZERO);
+        journal.answered(first, Some(201), Duration::ZERO, None);
         assert!(journal.requests().is_empty());
         let (next, _) = journal.arrive(create(), true);
         assert_eq!(next, 2);

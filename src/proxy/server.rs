@@ -288,6 +288,12 @@ impl ApiProxy {
         self.shared.journal().requests().to_vec()
     }
 
+    /// The accepted creates, updates and patches whose writes committed at one of
+    /// `revisions` (as their answers said), in arrival order.
+    pub fn writes_at(&self, revisions: &[u64]) -> Vec<RecordedRequest> {
+        self.shared.journal().writes_at(revisions)
+    }
+
     /// The requests that would change state: create, update, patch, delete, deletecollection.
     pub fn mutating_requests(&self) -> Vec<RecordedRequest> {
         self.shared
@@ -448,6 +454,7 @@ async fn handle(
         request.uri().query().unwrap_or_default(),
     );
     let upgrade = is_upgrade(request.headers());
+    let mut committed = None;
     let (seq, decision, marks) = {
         let mut journal = shared.journal();
         let (seq, decision) = journal.arrive(info.clone(), !upgrade);
@@ -502,6 +509,10 @@ async fn handle(
                         run_marks(shared, &marks, HookPosition::After, &info).await;
                         if info.verb == Verb::Watch {
                             relay(shared, &info, upstream)
+                        } else if names_a_revision(&info, upstream.status()) {
+                            let (answer, at) = downstream_whole(&info, upstream).await;
+                            committed = at;
+                            answer
                         } else {
                             downstream(upstream)
                         }
@@ -512,8 +523,52 @@ async fn handle(
         }
     };
     let status = answer.as_ref().ok().map(|r| r.status().as_u16());
-    shared.journal().answered(seq, status, arrived.elapsed());
+    shared
+        .journal()
+        .answered(seq, status, arrived.elapsed(), committed);
     answer
+}
+
+/// Whether the answer to `info` is one object whose `resourceVersion` is the revision the
+/// request's write committed at: an accepted create, update or patch.
+fn names_a_revision(info: &RequestInfo, status: StatusCode) -> bool {
+    info.resource_request
+        && matches!(info.verb, Verb::Create | Verb::Update | Verb::Patch)
+        && status.is_success()
+}
+
+/// The largest written object whose answer the proxy reads whole; larger ones are streamed
+/// and their revision is not recorded.
+const MAX_WRITE_ANSWER: usize = 16 << 20;
+
+/// [`downstream`] for an answer read whole first, with the `resourceVersion` it names.
+async fn downstream_whole(
+    info: &RequestInfo,
+    upstream: Response<kube::client::Body>,
+) -> (Response<ProxyBody>, Option<u64>) {
+    let (parts, body) = upstream.into_parts();
+    let bytes = match Limited::new(body, MAX_WRITE_ANSWER).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            let message = format!(
+                "the API proxy failed to read the apiserver's answer: {}",
+                crate::errors::chain(&*error)
+            );
+            return (status_response(502, info, &message), None);
+        }
+    };
+    let revision = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/metadata/resourceVersion")?
+                .as_str()?
+                .parse()
+                .ok()
+        });
+    let mut response = Response::new(Either::Left(Full::new(bytes)));
+    *response.status_mut() = parts.status;
+    copy_end_to_end(&parts.headers, response.headers_mut(), &[]);
+    (response, revision)
 }
 
 /// The resourceVersion a stale-read hold answers `info` at, if one does.

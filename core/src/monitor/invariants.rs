@@ -8,7 +8,7 @@
 //! |---|---|
 //! | E6 | an object shows Completed and Failed both True, or a True terminal condition stops being True |
 //! | R3 | a `replicaRestartCounts` entry decreases, grows by more than one in one write, or grows with no failure observed in that replica since its last increment (a double count) |
-//! | C4 | the implementation creates a pod, PodClique or PCSG inside a terminal scope, or again creates a PodClique or PCSG of a replica that became complete after its predecessor was deleted |
+//! | C4 | the implementation creates a pod, PodClique or PCSG inside a terminal scope, or again creates a PodClique or PCSG of a replica that became complete after its predecessor was deleted; a pod created in a live PodClique of a replica whose terminal condition was persisted is [`Undecided`] until the requests are known |
 //! | E3 | a pod is created in a completion-aware PodClique (same UID: same attempt) for an index that already had a pod, for an index outside `0..replicas`, or beyond its `replicas` pods in all |
 //! | O1 | the implementation starts deleting something in a completion-aware scope whose terminal state is not visible and no persisted restart justifies it |
 //! | O2 | the same, while the replica has an uncounted failure and budget left: the restart's deletions came before its persisted increment |
@@ -43,6 +43,67 @@ impl Violation {
     /// The violation as a paragraph: clause, message and the timeline slice.
     pub fn render(&self) -> String {
         format!("{}: {}\n{}", self.clause, self.message, self.slice)
+    }
+}
+
+/// A write as the implementation's API proxy saw it: the revision it committed at, and where
+/// its request and its answer fell in the proxy's arrival order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeenWrite {
+    /// The `resourceVersion` its answer named.
+    pub revision: u64,
+    /// The request's number in arrival order.
+    pub arrived: u64,
+    /// How many requests had arrived when its answer went back: every request numbered
+    /// above it was sent after the client could know the write had committed.
+    pub answered_after: Option<u64>,
+}
+
+/// A creation the timeline alone cannot judge: a pod created in a PodClique that is not
+/// terminal, of a replica whose terminal condition was already persisted. C4 allows a pod
+/// create already under way in a child clique at that moment (C2 and C3 clean it up), so it
+/// is a breach only if the create request was sent after the terminal write had been answered,
+/// which only the requests tell ([`Undecided::judge`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undecided {
+    /// The clause (`C4`).
+    pub clause: &'static str,
+    /// What happened, in one sentence.
+    pub message: String,
+    /// Positions in the timeline of the terminal write and the creation.
+    pub evidence: Vec<usize>,
+    /// Those entries rendered, one per line.
+    pub slice: String,
+    /// The revision the creation committed at.
+    pub created: u64,
+    /// The revision of the write that made the replica terminal.
+    pub terminal: u64,
+}
+
+impl Undecided {
+    /// The revisions whose writes decide it.
+    pub fn revisions(&self) -> [u64; 2] {
+        [self.created, self.terminal]
+    }
+
+    /// The violation, if `writes` show the create request arriving after the answer to the
+    /// terminal write; `None` when it may have been under way, or when either write is not
+    /// among `writes` (made past the proxy, or answered in a form it could not read), since
+    /// nothing then shows a breach.
+    pub fn judge(&self, writes: &[SeenWrite]) -> Option<Violation> {
+        let find = |revision: u64| writes.iter().find(|w| w.revision == revision);
+        let created = find(self.created)?;
+        let answered = find(self.terminal)?.answered_after?;
+        let terminal = find(self.terminal)?.arrived;
+        (created.arrived > answered).then(|| Violation {
+            clause: self.clause,
+            message: format!(
+                "{}: its create (request #{}) was sent after the answer to the write that made it terminal (request #{terminal}), so it was not under way then",
+                self.message, created.arrived
+            ),
+            evidence: self.evidence.clone(),
+            slice: self.slice.clone(),
+        })
     }
 }
 
@@ -90,6 +151,7 @@ pub struct Monitor {
     pod_indices: HashMap<String, BTreeMap<String, Vec<usize>>>,
     replicas: HashMap<ReplicaKey, ReplicaTrack>,
     violations: Vec<Violation>,
+    undecided: Vec<Undecided>,
 }
 
 impl Monitor {
@@ -103,6 +165,7 @@ impl Monitor {
             pod_indices: HashMap::new(),
             replicas: HashMap::new(),
             violations: Vec::new(),
+            undecided: Vec::new(),
         }
     }
 
@@ -126,6 +189,11 @@ impl Monitor {
     /// Every violation so far.
     pub fn violations(&self) -> &[Violation] {
         &self.violations
+    }
+
+    /// Every creation so far that only the requests can judge.
+    pub fn undecided(&self) -> &[Undecided] {
+        &self.undecided
     }
 
     /// The whole timeline rendered, one entry per line, in resource-version order (an Event
@@ -152,18 +220,42 @@ impl Monitor {
         self.violations[before..].to_vec()
     }
 
-    fn violate(&mut self, clause: &'static str, message: String, mut evidence: Vec<usize>) {
-        evidence.sort_unstable();
-        evidence.dedup();
-        let rows: Vec<(usize, &Entry)> =
-            evidence.iter().map(|i| (*i, &self.timeline[*i])).collect();
-        let slice = render(&rows, &self.vocab);
+    fn violate(&mut self, clause: &'static str, message: String, evidence: Vec<usize>) {
+        let (evidence, slice) = self.slice(evidence);
         self.violations.push(Violation {
             clause,
             message,
             evidence,
             slice,
         });
+    }
+
+    /// Leaves a creation at timeline position `created` after the terminal write at
+    /// `terminal` for the requests to judge.
+    fn defer(&mut self, clause: &'static str, message: String, terminal: usize, created: usize) {
+        let revisions = (
+            self.timeline[created].resource_version,
+            self.timeline[terminal].resource_version,
+        );
+        let (evidence, slice) = self.slice(vec![terminal, created]);
+        self.undecided.push(Undecided {
+            clause,
+            message,
+            evidence,
+            slice,
+            created: revisions.0,
+            terminal: revisions.1,
+        });
+    }
+
+    /// Evidence positions, sorted and without repeats, and their entries rendered.
+    fn slice(&self, mut evidence: Vec<usize>) -> (Vec<usize>, String) {
+        evidence.sort_unstable();
+        evidence.dedup();
+        let rows: Vec<(usize, &Entry)> =
+            evidence.iter().map(|i| (*i, &self.timeline[*i])).collect();
+        let slice = render(&rows, &self.vocab);
+        (evidence, slice)
     }
 
     fn label<'a>(&self, o: &'a Value, t: Term) -> Option<&'a str> {

@@ -17,6 +17,7 @@ use super::steps::{CaseRun, execute};
 use super::verdict::{Judged, StepsEnded, injected_pin_failed, judge, with_pins_landed};
 use crate::catalog::{Applicability, Case, Catalog, ControllerAction, RequestPin};
 use crate::implementation::{ImplementationSpec, Instance};
+use crate::monitor::{SeenWrite, Violation};
 use crate::proxy::{ApiProxy, FaultAction, HookPosition, RequestInfo};
 use crate::report::{CaseResult, Outcome, RunEvent, TimeSplit};
 use crate::runner::observe::Observer;
@@ -190,7 +191,7 @@ async fn run_steps_noting(
                 ended,
                 timeout,
                 &Judged {
-                    violations: ctx.observer.violations(),
+                    violations: monitor_verdicts(&ctx),
                     timeline,
                     unjudgeable: ctx.observer.unjudgeable(),
                     failed_unprompted: ctx.observer.failed_unprompted(),
@@ -209,6 +210,39 @@ async fn run_steps_noting(
         delete_namespace(&namespaces, &namespace, is_large(case, &run.catalog)).await;
     }
     outcome
+}
+
+/// The monitor's violations, with the creations it left undecided judged against the writes
+/// the case's API proxy saw (none without a proxy: nothing then shows a breach).
+fn monitor_verdicts(ctx: &CaseRun<'_>) -> Vec<Violation> {
+    let mut violations = ctx.observer.violations();
+    let undecided = ctx.observer.undecided();
+    if let (Some(proxy), false) = (&ctx.proxy, undecided.is_empty()) {
+        let revisions: Vec<u64> = undecided.iter().flat_map(|u| u.revisions()).collect();
+        let writes: Vec<SeenWrite> = proxy
+            .writes_at(&revisions)
+            .iter()
+            .filter_map(|r| {
+                Some(SeenWrite {
+                    revision: r.resource_version?,
+                    arrived: r.seq,
+                    answered_after: r.answered_after,
+                })
+            })
+            .collect();
+        for u in &undecided {
+            match u.judge(&writes) {
+                Some(v) => violations.push(v),
+                None => tracing::info!(
+                    case = %ctx.case.name,
+                    "{}: {}: allowed, its create was under way or is not among the proxy's writes",
+                    u.clause,
+                    u.message
+                ),
+            }
+        }
+    }
+    violations
 }
 
 /// Where a case's implementation log goes.

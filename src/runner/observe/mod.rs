@@ -34,7 +34,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::kubelet::Fleet;
-use crate::monitor::{Entry, EventType, Monitor, Violation};
+use crate::monitor::{Entry, EventType, Monitor, Undecided, Violation};
 use crate::snapshot::Snapshot;
 use crate::vocab::{Kind, Vocabulary};
 use release::{release, release_loop};
@@ -357,6 +357,14 @@ impl Observer {
     /// Monitor violations found so far.
     pub fn violations(&self) -> Vec<Violation> {
         self.lock().violations.clone()
+    }
+
+    /// Creations the monitor left for the requests to judge ([`Undecided`]).
+    pub fn undecided(&self) -> Vec<Undecided> {
+        self.lock()
+            .monitor
+            .as_ref()
+            .map_or_else(Vec::new, |m| m.undecided().to_vec())
     }
 
     /// Whether the monitor has found a violation. Entries reach the monitor only once every

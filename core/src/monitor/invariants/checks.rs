@@ -158,11 +158,17 @@ impl Monitor {
                         vec![clique.terminal_at.unwrap_or(clique.last), idx],
                     );
                 } else {
-                    self.creation_in_terminal_replica(idx, e, &clique.object, Kind::PodClique);
+                    self.creation_in_terminal_replica(
+                        idx,
+                        e,
+                        &clique.object,
+                        Kind::PodClique,
+                        true,
+                    );
                 }
             }
             Kind::PodClique | Kind::PodCliqueScalingGroup => {
-                if !self.creation_in_terminal_replica(idx, e, &e.object, e.kind) {
+                if !self.creation_in_terminal_replica(idx, e, &e.object, e.kind, false) {
                     self.rerun_of_completed_replica(idx, e);
                 }
             }
@@ -209,7 +215,9 @@ impl Monitor {
     /// child of it that is still starting (a new attempt's pods) may be created in that moment:
     /// no implementation can order a creation against another object's status write, and the
     /// parent's cleanup (C2, C3) removes what was made. The recreation guard applies from the
-    /// persisted decision on.
+    /// persisted decision on. A pod (`pod`) in a live clique created after it is left
+    /// undecided: a create already under way then is allowed, and only the requests show
+    /// whether it was.
     /// Returns whether it found one.
     fn creation_in_terminal_replica(
         &mut self,
@@ -217,6 +225,7 @@ impl Monitor {
         e: &Entry,
         scope_object: &Value,
         kind: Kind,
+        pod: bool,
     ) -> bool {
         for key in self.replicas_of(scope_object, kind) {
             if !self.replica_aware(&key) {
@@ -233,7 +242,11 @@ impl Monitor {
                     "{} {} created inside replica {} of {} {}, which is terminal",
                     e.kind, e.name, key.1, parent.kind, parent.name
                 );
-                self.violate("C4", message, vec![at, idx]);
+                if pod {
+                    self.defer("C4", message, at, idx);
+                } else {
+                    self.violate("C4", message, vec![at, idx]);
+                }
                 return true;
             }
         }

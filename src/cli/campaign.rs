@@ -1,4 +1,4 @@
-//! `bench` and `sweep`: repeated whole runs, and the crash sweep.
+//! `bench` and `sweep`: repeated whole runs, and the fault sweeps.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use super::{load, runtime};
 pub(crate) fn sweep(
     root: &Path,
     filter: &[String],
-    after: bool,
+    (pattern, after, jobs): (grove_conformance::campaign::sweep::Pattern, bool, usize),
     out: &Path,
     shard: Option<Shard>,
     durations: Option<&Path>,
@@ -96,17 +96,17 @@ pub(crate) fn sweep(
         );
         let mut sweeps = Vec::new();
         for case in &cases {
-            if let Some(why) = sweep::unsweepable(case) {
+            if let Some(why) = sweep::unsweepable(case, pattern) {
                 eprintln!("{}: not swept: {why}", case.name);
                 continue;
             }
-            eprintln!("{}: crash-free run, recording the writes", case.name);
-            let done = sweep::sweep(&context, case, after, |p| {
+            eprintln!("{}: fault-free run, recording the writes", case.name);
+            let done = sweep::sweep(&context, case, pattern, after, jobs, |p| {
                 eprintln!(
                     "{}: write {:>2} {:<50} {}{}",
                     case.name,
                     p.write,
-                    p.pin.to_string(),
+                    p.what(),
                     p.verdict_words(),
                     p.landed
                         .first()

@@ -76,18 +76,28 @@ enum Command {
     /// step judged against the spec model; shrink each failing one and write it as a case
     /// file and fixture under `--out`. Takes every option of `run`; exit codes as `run`.
     Explore(Box<explore::ExploreArgs>),
-    /// Explore crash points (O3) on the embedded cluster with the reference operator: each
-    /// selected case runs once crash-free with the operator's writes recorded, then once per
-    /// write with a crash pinned just before it (`--after`: also just after), each run
-    /// judged by the case's expectations and the invariant monitor. Exits 0 when every
-    /// reached point passed.
+    /// Explore fault points on the embedded cluster with the reference operator: each
+    /// selected case runs once fault-free with the operator's writes recorded, then once per
+    /// write with the pattern's fault placed at it, each run judged by the case's
+    /// expectations and the invariant monitor. Exits 0 when every reached point passed.
     Sweep {
         /// Cases whose name contains it, or whose area is it (repeatable; at least one).
         #[arg(long, required = true)]
         filter: Vec<String>,
-        /// Also crash just after each write (carried out, answer not delivered).
+        /// The fault at each write: `intermediate`, a crash just before it (O3); `stale`,
+        /// the written object's watch events held and its kind read as of the write's answer
+        /// for 3 s, then delivered; `unobserved`, the same hold with current reads, then only
+        /// each object's last state delivered.
+        #[arg(long, default_value = "intermediate")]
+        pattern: grove_conformance::campaign::sweep::Pattern,
+        /// With `intermediate`: also crash just after each write (carried out, answer not
+        /// delivered).
         #[arg(long)]
         after: bool,
+        /// How many points run at once (each in its own namespace, with its own operator
+        /// and API proxy).
+        #[arg(short = 'j', long, default_value_t = 8)]
+        jobs: usize,
         /// Folder for implementation logs and the summary (`sweep.md`).
         #[arg(long, default_value = "grove-conformance-sweep")]
         out: PathBuf,
@@ -195,12 +205,21 @@ pub fn main() -> ExitCode {
         } => campaign::bench(runs, &out, &run_args),
         Command::Sweep {
             filter,
+            pattern,
             after,
+            jobs,
             out,
             catalog,
             shard,
             durations,
-        } => campaign::sweep(&catalog, &filter, after, &out, shard, durations.as_deref()),
+        } => campaign::sweep(
+            &catalog,
+            &filter,
+            (pattern, after, jobs),
+            &out,
+            shard,
+            durations.as_deref(),
+        ),
         Command::Durations {
             catalog,
             write,

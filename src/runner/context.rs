@@ -37,6 +37,7 @@ impl RunContext {
             log_dir,
             events,
             inject_pin: None,
+            inject_fault: None,
             record_writes: None,
         }
     }

@@ -18,8 +18,10 @@ use crate::vocab::Kind;
 pub(super) struct ArmedFault {
     /// The step, as the report names it.
     what: String,
-    /// Ends with `Err` when the fault could not be carried out.
-    task: JoinHandle<Result<(), String>>,
+    /// Ends with `None` when its trigger never fired (the proxy dropped the pin at the end
+    /// of the case, or the observer stopped), with `Err` when the fault could not be
+    /// carried out.
+    task: JoinHandle<Option<Result<(), String>>>,
 }
 
 /// What the case's faults did, one line each, for the report (hold ids keep their lines
@@ -97,17 +99,16 @@ impl CaseRun<'_> {
                 let label = format!("{label}: {request}");
                 let _ = tx.send(armer.start(&action, label).await);
             });
-            tokio::spawn(async move {
-                rx.await
-                    .unwrap_or_else(|_| Err("the API proxy went away".into()))
-            })
+            // A pin that never fired is dropped with the proxy's marks at the end of the
+            // case, and its sender with it.
+            tokio::spawn(async move { rx.await.ok() })
         } else {
             let source = armer.source.clone();
             tokio::spawn(async move {
                 if source.fired(trigger).await {
-                    armer.start(&action, label).await
+                    Some(armer.start(&action, label).await)
                 } else {
-                    Ok(())
+                    None
                 }
             })
         };
@@ -133,8 +134,9 @@ impl CaseRun<'_> {
                 continue;
             }
             match armed.task.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => failed.push(format!("{}: {e}", armed.what)),
+                Ok(Some(Ok(()))) => {}
+                Ok(None) => never.push(armed.what),
+                Ok(Some(Err(e))) => failed.push(format!("{}: {e}", armed.what)),
                 Err(e) => failed.push(format!("{}: {e}", armed.what)),
             }
         }

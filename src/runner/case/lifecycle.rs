@@ -13,9 +13,9 @@ use serde_json::json;
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::requirements::{case_pods, is_large, loses_node, skip_reason};
-use super::steps::{CaseRun, execute};
+use super::steps::{CaseRun, StepError, execute};
 use super::verdict::{Judged, StepsEnded, injected_pin_failed, judge, with_pins_landed};
-use crate::catalog::{Applicability, Case, Catalog, ControllerAction, RequestPin};
+use crate::catalog::{Applicability, Case, Catalog, ControllerAction, FaultStep, RequestPin};
 use crate::implementation::{ImplementationSpec, Instance};
 use crate::monitor::{SeenWrite, Violation};
 use crate::proxy::{ApiProxy, FaultAction, HookPosition, RequestInfo};
@@ -58,6 +58,8 @@ pub struct RunContext {
     pub events: tokio::sync::mpsc::UnboundedSender<RunEvent>,
     /// A crash pinned before the first step of every case (the crash sweep's).
     pub inject_pin: Option<RequestPin>,
+    /// A fault armed before the first step of every case (the stale and unobserved sweeps').
+    pub inject_fault: Option<FaultStep>,
     /// Where each case's writes, as its API proxy saw them, are appended (the crash sweep's
     /// crash-free run).
     pub record_writes: Option<Arc<std::sync::Mutex<Vec<RequestInfo>>>>,
@@ -299,6 +301,17 @@ async fn prepare(ctx: &mut CaseRun<'_>, private_nodes: bool) -> Result<(), Outco
         };
         ctx.pin_action(instance, pin, ControllerAction::Crash)
             .map_err(|e| injected_pin_failed(pin, e))?;
+    }
+    if let Some(fault) = &run.inject_fault {
+        ctx.fault(fault).await.map_err(|e| match e {
+            StepError::Skip(reason) => Outcome::Skip { reason },
+            StepError::Error(message) => Outcome::Error {
+                message: format!("failed to arm the sweep's fault: {message}"),
+            },
+            StepError::Fail(f) => Outcome::Error {
+                message: format!("failed to arm the sweep's fault: {}", f.message),
+            },
+        })?;
     }
     if private_nodes {
         let count = usize::try_from(case_pods(ctx.case, &run.catalog).clamp(1, 8)).unwrap_or(8);

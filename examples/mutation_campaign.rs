@@ -8,7 +8,9 @@
 //! every case passes, *unviable* when it does not compile. Results are appended to a JSON Lines
 //! file as they come, so an interrupted campaign resumes where it stopped, and rendered as a
 //! Markdown table. `--shard I/N` judges only every N-th selected mutant from the I-th (one
-//! results file per machine; concatenated, they render as one campaign).
+//! results file per machine; concatenated, they render as one campaign). `--explore SEED:RUNS`
+//! judges by `grove-conformance explore` instead of the catalog: RUNS generated scenarios of
+//! SEED, the first failing one named in the verdict (use a results file of its own).
 //!
 //! ```text
 //! cargo install cargo-mutants --locked
@@ -45,6 +47,8 @@ struct Options {
     shard: Option<grove_conformance::schedule::Shard>,
     /// Print the verdicts so far as Markdown instead of judging more mutants.
     render: bool,
+    /// Judge by `explore` instead of the catalog: this many scenarios of this seed.
+    explore: Option<(u64, usize)>,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -60,6 +64,7 @@ fn parse_options() -> Result<Options, String> {
         seed: 1,
         shard: None,
         render: false,
+        explore: None,
     };
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
@@ -79,6 +84,15 @@ fn parse_options() -> Result<Options, String> {
             "--seed" => options.seed = value()?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--shard" => {
                 options.shard = Some(value()?.parse().map_err(|e| format!("--shard: {e}"))?)
+            }
+            "--explore" => {
+                let v = value()?;
+                let bad = || format!("--explore: expected SEED:RUNS, got `{v}`");
+                let (seed, runs) = v.split_once(':').ok_or_else(bad)?;
+                options.explore = Some((
+                    seed.parse().map_err(|_| bad())?,
+                    runs.parse().map_err(|_| bad())?,
+                ));
             }
             other => return Err(format!("unknown argument {other}")),
         }
@@ -193,8 +207,22 @@ fn build(work: &Path) -> Result<PathBuf, String> {
 /// Runs the catalog against `operator`: `(all passed, the first failing case and why)`.
 fn judge(options: &Options, operator: &Path, out: &Path) -> (bool, Option<(String, String)>) {
     let template = format!("{} run --namespace {{namespace}}", operator.display());
-    let result = Command::new(&options.harness)
-        .args(["run", "--fail-fast", "--implementation-cmd", &template])
+    let mut harness = Command::new(&options.harness);
+    match options.explore {
+        None => harness.arg("run"),
+        // Generated scenarios (their first failure named like `explore-<seed>-<index>`),
+        // written as generated: the verdict needs no shrinking.
+        Some((seed, runs)) => harness.args([
+            "explore",
+            "--seed",
+            &seed.to_string(),
+            "--runs",
+            &runs.to_string(),
+            "--no-shrink",
+        ]),
+    };
+    let result = harness
+        .args(["--fail-fast", "--implementation-cmd", &template])
         .arg("--out")
         .arg(out)
         .env("RUST_LOG", "warn")

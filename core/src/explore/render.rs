@@ -472,6 +472,10 @@ impl Expect {
                         n(PodState::Failed)
                     ));
                     pods.push(format!("        - {{clique: {name}, count: {}}}", p.len()));
+                    // Every pod of a settled state is the current PodClique's (C5: a restart
+                    // deletes the old attempt's pods with its cliques): a pod of the clique
+                    // this one replaced, still there, must not stand in for it (B3).
+                    pods.push(format!("        - {{clique: {name}, owned: {}}}", p.len()));
                 }
             }
         }

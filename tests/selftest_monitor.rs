@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use grove_conformance::monitor::{Actor, Entry, EventType, Monitor, SeenWrite, Violation};
+use grove_conformance::monitor::{Actor, Entry, EventType, Monitor, SeenRequest, Violation};
 use grove_conformance::vocab::{Kind, Revision, Vocabulary};
 use serde_json::{Value, json};
 
@@ -634,27 +634,70 @@ fn c4_spares_a_new_attempt_starting_while_its_replica_completes() {
     assert_eq!(undecided.len(), 1);
     let pod = &undecided[0];
     assert_eq!(pod.revisions(), [sim.rv, terminal]);
-    let write = |revision, arrived, answered_after| SeenWrite {
-        revision,
+    assert_eq!(
+        pod.parent,
+        (
+            "podcliquescalinggroups".to_owned(),
+            "job-0-trainer".to_owned()
+        )
+    );
+    let write = |revision, arrived, answered_after| SeenRequest {
         arrived,
-        answered_after,
+        answered_after: Some(answered_after),
+        revision: Some(revision),
+        read: None,
     };
-    // Sent after the group's write was answered: a breach.
+    let read = |name: &str, arrived, answered_after| SeenRequest {
+        arrived,
+        answered_after: Some(answered_after),
+        revision: None,
+        read: Some(("podcliquescalinggroups".to_owned(), name.to_owned())),
+    };
+    let terminal_write = write(terminal, 10, 12);
+    // Read afresh after the terminal write's answer, then created: a breach.
     let late = pod
-        .judge(&[write(terminal, 10, Some(12)), write(sim.rv, 13, Some(14))])
-        .expect("a create sent after the terminal write's answer");
+        .judge(&[
+            terminal_write.clone(),
+            read("job-0-trainer", 13, 14),
+            write(sim.rv, 15, 16),
+        ])
+        .expect("a create sent after a fresh read showed the replica terminal");
     assert_eq!(late.clause, "C4");
+    assert!(late.message.contains("request #15"), "{}", late.message);
     assert!(late.message.contains("request #13"), "{}", late.message);
     assert!(late.message.contains("request #10"), "{}", late.message);
     assert_eq!(late.evidence.len(), 2);
-    // Sent before the answer: under way, allowed.
+    // A LIST of the kind shows it too.
+    assert!(
+        pod.judge(&[
+            terminal_write.clone(),
+            read("", 13, 14),
+            write(sim.rv, 15, 16)
+        ])
+        .is_some()
+    );
+    // Sent after the answer, but on no fresh read: it may rest on a check made before.
     assert_eq!(
-        pod.judge(&[write(terminal, 10, Some(12)), write(sim.rv, 12, Some(14))]),
+        pod.judge(&[terminal_write.clone(), write(sim.rv, 15, 16)]),
         None
     );
+    // A read sent before the terminal write was answered, or answered after the create was
+    // sent, or of another object, shows nothing.
+    for r in [
+        read("job-0-trainer", 11, 14),
+        read("job-0-trainer", 13, 15),
+        read("job-0-other", 13, 14),
+    ] {
+        assert_eq!(
+            pod.judge(&[terminal_write.clone(), r, write(sim.rv, 15, 16)]),
+            None
+        );
+    }
     // Either write unknown (made past the proxy): nothing shows a breach.
-    assert_eq!(pod.judge(&[write(terminal, 10, Some(12))]), None);
-    assert_eq!(pod.judge(&[write(sim.rv, 13, Some(14))]), None);
+    assert_eq!(
+        pod.judge(&[read("job-0-trainer", 13, 14), write(sim.rv, 15, 16)]),
+        None
+    );
     assert_eq!(pod.judge(&[]), None);
     // A pod in the Completed clique itself stays a breach at once.
     sim.condition(

@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::faults::{AppliedFault, Decision, FaultAction, Fired, HookPosition, RuleSet};
-use super::request::{RequestInfo, RequestMatch};
+use super::request::{RequestInfo, RequestMatch, Verb};
 
 /// A request watched for, not touched: at its `nth` match the server runs the mark's
 /// callback (before forwarding, or after the apiserver answered) and goes on. Fires once.
@@ -146,6 +146,35 @@ impl Journal {
         }
     }
 
+    /// The quorum reads of `resource` that could show the object `name`: GETs of it (of its
+    /// `status` too) and LISTs of the resource, sent without a `resourceVersion` (answered
+    /// from etcd, never from a cache), in arrival order.
+    pub fn quorum_reads(&self, resource: &str, name: &str) -> Vec<RecordedRequest> {
+        self.requests
+            .iter()
+            .filter(|r| {
+                let q = &r.request;
+                let shows = match q.verb {
+                    Verb::Get => {
+                        q.name == name && (q.subresource.is_empty() || q.subresource == "status")
+                    }
+                    // A LIST restricted by `metadata.name` names it; an unrestricted one
+                    // holds it too.
+                    Verb::List => q.name.is_empty() || q.name == name,
+                    _ => false,
+                };
+                q.resource_request
+                    && q.resource == resource
+                    && shows
+                    && !q
+                        .query
+                        .split('&')
+                        .any(|kv| kv.starts_with("resourceVersion="))
+            })
+            .cloned()
+            .collect()
+    }
+
     /// The accepted writes whose answers named one of `revisions`, in arrival order.
     pub fn writes_at(&self, revisions: &[u64]) -> Vec<RecordedRequest> {
         self.requests
@@ -207,6 +236,51 @@ mod tests {
         assert_eq!(requests[2].answered_after, None);
         let at: Vec<u64> = journal.writes_at(&[17, 3]).iter().map(|r| r.seq).collect();
         assert_eq!(at, [second]);
+        // Quorum reads of one object: a GET of it or of its status, a LIST of its kind, never
+        // a read a cache may answer, nor another object's.
+        let reads = [
+            (
+                "GET",
+                "/apis/grove.io/v1alpha1/namespaces/ns/podcliques/a",
+                "",
+            ),
+            (
+                "GET",
+                "/apis/grove.io/v1alpha1/namespaces/ns/podcliques/a/status",
+                "",
+            ),
+            (
+                "GET",
+                "/apis/grove.io/v1alpha1/namespaces/ns/podcliques",
+                "",
+            ),
+            (
+                "GET",
+                "/apis/grove.io/v1alpha1/namespaces/ns/podcliques/a",
+                "resourceVersion=0",
+            ),
+            (
+                "GET",
+                "/apis/grove.io/v1alpha1/namespaces/ns/podcliques",
+                "resourceVersion=0",
+            ),
+            (
+                "GET",
+                "/apis/grove.io/v1alpha1/namespaces/ns/podcliques/b",
+                "",
+            ),
+            ("GET", "/api/v1/namespaces/ns/pods/a", ""),
+        ];
+        let first_read = journal.next_seq + 1;
+        for (method, path, query) in reads {
+            journal.arrive(RequestInfo::parse(method, path, query), true);
+        }
+        let quorum: Vec<u64> = journal
+            .quorum_reads("podcliques", "a")
+            .iter()
+            .map(|r| r.seq)
+            .collect();
+        assert_eq!(quorum, [first_read, first_read + 1, first_read + 2]);
     }
 
     #[test]

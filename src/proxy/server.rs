@@ -294,6 +294,12 @@ impl ApiProxy {
         self.shared.journal().writes_at(revisions)
     }
 
+    /// The quorum reads (no `resourceVersion`) that could show object `name` of `resource`:
+    /// GETs of it and LISTs of the resource, in arrival order.
+    pub fn quorum_reads(&self, resource: &str, name: &str) -> Vec<RecordedRequest> {
+        self.shared.journal().quorum_reads(resource, name)
+    }
+
     /// The requests that would change state: create, update, patch, delete, deletecollection.
     pub fn mutating_requests(&self) -> Vec<RecordedRequest> {
         self.shared

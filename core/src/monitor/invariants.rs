@@ -46,24 +46,28 @@ impl Violation {
     }
 }
 
-/// A write as the implementation's API proxy saw it: the revision it committed at, and where
-/// its request and its answer fell in the proxy's arrival order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SeenWrite {
-    /// The `resourceVersion` its answer named.
-    pub revision: u64,
+/// A request of the implementation as its API proxy saw it: where it and its answer fell in
+/// the proxy's arrival order, and what it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeenRequest {
     /// The request's number in arrival order.
     pub arrived: u64,
     /// How many requests had arrived when its answer went back: every request numbered
-    /// above it was sent after the client could know the write had committed.
+    /// above it was sent after the client had the answer.
     pub answered_after: Option<u64>,
+    /// For an accepted create, update or patch: the `resourceVersion` its answer named.
+    pub revision: Option<u64>,
+    /// For a quorum read (a GET, or a LIST, without `resourceVersion`): the resource
+    /// (plural) and the object name (empty for a LIST).
+    pub read: Option<(String, String)>,
 }
 
 /// A creation the timeline alone cannot judge: a pod created in a PodClique that is not
 /// terminal, of a replica whose terminal condition was already persisted. C4 allows a pod
-/// create already under way in a child clique at that moment (C2 and C3 clean it up), so it
-/// is a breach only if the create request was sent after the terminal write had been answered,
-/// which only the requests tell ([`Undecided::judge`]).
+/// create already under way in a child clique at that moment (C2 and C3 clean it up). No
+/// implementation can check a parent and create a pod in one step, so a create sent just
+/// after the terminal write may still rest on a check made before it; only the requests show
+/// that it did not ([`Undecided::judge`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Undecided {
     /// The clause (`C4`).
@@ -78,6 +82,8 @@ pub struct Undecided {
     pub created: u64,
     /// The revision of the write that made the replica terminal.
     pub terminal: u64,
+    /// The terminal parent: its resource (plural) and name.
+    pub parent: (String, String),
 }
 
 impl Undecided {
@@ -86,20 +92,30 @@ impl Undecided {
         [self.created, self.terminal]
     }
 
-    /// The violation, if `writes` show the create request arriving after the answer to the
-    /// terminal write; `None` when it may have been under way, or when either write is not
-    /// among `writes` (made past the proxy, or answered in a form it could not read), since
-    /// nothing then shows a breach.
-    pub fn judge(&self, writes: &[SeenWrite]) -> Option<Violation> {
-        let find = |revision: u64| writes.iter().find(|w| w.revision == revision);
-        let created = find(self.created)?;
-        let answered = find(self.terminal)?.answered_after?;
-        let terminal = find(self.terminal)?.arrived;
-        (created.arrived > answered).then(|| Violation {
+    /// The violation, if `requests` show that the create was not under way: after the
+    /// answer to the terminal write, the implementation read the parent afresh (a quorum
+    /// read sent after that answer, so it showed the terminal state), had that answer, and
+    /// only then sent the create. `None` otherwise: the create may rest on a check made
+    /// before the write, or one of the writes is not among `requests` (made past the proxy,
+    /// or answered in a form it could not read), and nothing then shows a breach.
+    pub fn judge(&self, requests: &[SeenRequest]) -> Option<Violation> {
+        let write = |revision: u64| requests.iter().find(|r| r.revision == Some(revision));
+        let created = write(self.created)?;
+        let terminal = write(self.terminal)?;
+        let answered = terminal.answered_after?;
+        let (resource, name) = &self.parent;
+        let read = requests.iter().find(|r| {
+            r.read
+                .as_ref()
+                .is_some_and(|(res, n)| res == resource && (n.is_empty() || n == name))
+                && r.arrived > answered
+                && r.answered_after.is_some_and(|a| a < created.arrived)
+        })?;
+        Some(Violation {
             clause: self.clause,
             message: format!(
-                "{}: its create (request #{}) was sent after the answer to the write that made it terminal (request #{terminal}), so it was not under way then",
-                self.message, created.arrived
+                "{}: the implementation read {resource} {name} afresh after the write that made it terminal (request #{}) was answered, had that answer (request #{}), then sent the create (request #{}), so it was not under way then",
+                self.message, terminal.arrived, read.arrived, created.arrived
             ),
             evidence: self.evidence.clone(),
             slice: self.slice.clone(),
@@ -237,6 +253,10 @@ impl Monitor {
             self.timeline[created].resource_version,
             self.timeline[terminal].resource_version,
         );
+        let parent = (
+            self.timeline[terminal].kind.plural().to_owned(),
+            self.timeline[terminal].name.clone(),
+        );
         let (evidence, slice) = self.slice(vec![terminal, created]);
         self.undecided.push(Undecided {
             clause,
@@ -245,6 +265,7 @@ impl Monitor {
             slice,
             created: revisions.0,
             terminal: revisions.1,
+            parent,
         });
     }
 

@@ -8,5 +8,5 @@
 mod invariants;
 mod timeline;
 
-pub use invariants::{Monitor, SeenWrite, Undecided, Violation};
+pub use invariants::{Monitor, SeenRequest, Undecided, Violation};
 pub use timeline::{Actor, Entry, EntryError, EventType, render as render_entries};

@@ -17,8 +17,8 @@ use super::steps::{CaseRun, StepError, execute};
 use super::verdict::{Judged, StepsEnded, injected_pin_failed, judge, with_pins_landed};
 use crate::catalog::{Applicability, Case, Catalog, ControllerAction, FaultStep, RequestPin};
 use crate::implementation::{ImplementationSpec, Instance};
-use crate::monitor::{SeenWrite, Violation};
-use crate::proxy::{ApiProxy, FaultAction, HookPosition, RequestInfo};
+use crate::monitor::{SeenRequest, Violation};
+use crate::proxy::{ApiProxy, FaultAction, HookPosition, RecordedRequest, RequestInfo};
 use crate::report::{CaseResult, Outcome, RunEvent, TimeSplit};
 use crate::runner::observe::Observer;
 use crate::target::pods::PodDriver;
@@ -214,34 +214,39 @@ async fn run_steps_noting(
     outcome
 }
 
-/// The monitor's violations, with the creations it left undecided judged against the writes
-/// the case's API proxy saw (none without a proxy: nothing then shows a breach).
+/// The monitor's violations, with the creations it left undecided judged against the
+/// requests the case's API proxy saw (none without a proxy: nothing then shows a breach).
 fn monitor_verdicts(ctx: &CaseRun<'_>) -> Vec<Violation> {
     let mut violations = ctx.observer.violations();
     let undecided = ctx.observer.undecided();
-    if let (Some(proxy), false) = (&ctx.proxy, undecided.is_empty()) {
-        let revisions: Vec<u64> = undecided.iter().flat_map(|u| u.revisions()).collect();
-        let writes: Vec<SeenWrite> = proxy
-            .writes_at(&revisions)
+    let Some(proxy) = &ctx.proxy else {
+        return violations;
+    };
+    for u in &undecided {
+        let seen = |r: &RecordedRequest, read: Option<(String, String)>| SeenRequest {
+            arrived: r.seq,
+            answered_after: r.answered_after,
+            revision: r.resource_version,
+            read,
+        };
+        let mut requests: Vec<SeenRequest> = proxy
+            .writes_at(&u.revisions())
             .iter()
-            .filter_map(|r| {
-                Some(SeenWrite {
-                    revision: r.resource_version?,
-                    arrived: r.seq,
-                    answered_after: r.answered_after,
-                })
-            })
+            .map(|r| seen(r, None))
             .collect();
-        for u in &undecided {
-            match u.judge(&writes) {
-                Some(v) => violations.push(v),
-                None => tracing::info!(
-                    case = %ctx.case.name,
-                    "{}: {}: allowed, its create was under way or is not among the proxy's writes",
-                    u.clause,
-                    u.message
-                ),
-            }
+        let (resource, name) = &u.parent;
+        requests.extend(proxy.quorum_reads(resource, name).iter().map(|r| {
+            let read = (r.request.resource.clone(), r.request.name.clone());
+            seen(r, Some(read))
+        }));
+        match u.judge(&requests) {
+            Some(v) => violations.push(v),
+            None => tracing::info!(
+                case = %ctx.case.name,
+                "{}: {}: allowed, nothing shows the create was not under way",
+                u.clause,
+                u.message
+            ),
         }
     }
     violations

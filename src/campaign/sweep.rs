@@ -354,6 +354,17 @@ pub async fn sweep(
     }
 }
 
+/// An outcome's label with its reason (`fail: step 3 ...`), as a sweep reports a run that did
+/// not pass.
+pub fn why_not(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Fail(f) => format!("fail: {}", f.message),
+        Outcome::Error { message } => format!("error: {message}"),
+        Outcome::Skip { reason } => format!("skipped: {reason}"),
+        other => other.label().to_owned(),
+    }
+}
+
 /// The sweeps as Markdown: per case the crash points explored and passed, then a row per
 /// point.
 pub fn summary(sweeps: &[Sweep]) -> String {
@@ -384,7 +395,7 @@ pub fn summary(sweeps: &[Sweep]) -> String {
             let _ = writeln!(
                 out,
                 "the fault-free run did not pass ({}): nothing explored",
-                s.baseline.label()
+                why_not(&s.baseline)
             );
             continue;
         }

@@ -115,6 +115,13 @@ pub(crate) fn sweep(
                 );
             })
             .await;
+            if done.baseline != report::Outcome::Pass {
+                eprintln!(
+                    "{}: the fault-free run did not pass ({})",
+                    case.name,
+                    sweep::why_not(&done.baseline)
+                );
+            }
             eprintln!(
                 "{}: {} writes, {} points explored in {:.1?}",
                 case.name,

@@ -4,26 +4,11 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output};
+mod common;
+
+use common::{harness, text};
 
 use serde_json::Value;
-
-fn harness(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_grove-conformance"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the harness runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n{}{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn results(dir: &Path) -> Value {
     let text = std::fs::read_to_string(dir.join("results.json")).unwrap();

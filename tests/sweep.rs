@@ -3,24 +3,9 @@
 //! held from the write's answer on; the reference operator passes every point it reaches, the
 //! holds really kept events back, and a coalescing release delivered fewer than it held.
 
-use std::process::{Command, Output};
+mod common;
 
-fn harness(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_grove-conformance"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the harness runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n{}{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use common::{harness, text};
 
 /// The points of `sweep.md`: (fault, verdict, where it landed).
 fn points(summary: &str) -> Vec<(String, String, String)> {

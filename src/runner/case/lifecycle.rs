@@ -13,8 +13,10 @@ use serde_json::json;
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::requirements::{case_pods, is_large, loses_node, skip_reason};
-use super::steps::{CaseRun, StepError, execute};
-use super::verdict::{Judged, StepsEnded, injected_pin_failed, judge, with_pins_landed};
+use super::steps::{CaseRun, execute};
+use super::verdict::{
+    Judged, StepsEnded, injected_pin_failed, injection_failed, judge, with_pins_landed,
+};
 use crate::catalog::{Applicability, Case, Catalog, ControllerAction, FaultStep, RequestPin};
 use crate::implementation::{ImplementationSpec, Instance};
 use crate::monitor::{SeenRequest, Violation};
@@ -308,15 +310,9 @@ async fn prepare(ctx: &mut CaseRun<'_>, private_nodes: bool) -> Result<(), Outco
             .map_err(|e| injected_pin_failed(pin, e))?;
     }
     if let Some(fault) = &run.inject_fault {
-        ctx.fault(fault).await.map_err(|e| match e {
-            StepError::Skip(reason) => Outcome::Skip { reason },
-            StepError::Error(message) => Outcome::Error {
-                message: format!("failed to arm the sweep's fault: {message}"),
-            },
-            StepError::Fail(f) => Outcome::Error {
-                message: format!("failed to arm the sweep's fault: {}", f.message),
-            },
-        })?;
+        ctx.fault(fault)
+            .await
+            .map_err(|e| injection_failed("arm the sweep's fault", e))?;
     }
     if private_nodes {
         let count = usize::try_from(case_pods(ctx.case, &run.catalog).clamp(1, 8)).unwrap_or(8);

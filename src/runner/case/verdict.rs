@@ -11,19 +11,24 @@ use crate::monitor::Violation;
 use crate::report::html::WHOLE_TIMELINE;
 use crate::report::{Failure, Outcome};
 
-/// How a case ends when the crash the run pins before it (the crash sweep's) cannot be set:
-/// skipped when the run cannot pin crashes at all (no API proxy), an error when the harness
-/// failed at it.
-pub(super) fn injected_pin_failed(pin: &RequestPin, error: StepError) -> Outcome {
+/// How a case ends when what the run injects before it (the sweeps' pinned crash or armed
+/// fault, `what`: "pin the crash (...)") cannot be set: skipped when the run cannot inject it
+/// at all (no API proxy), an error when the harness failed at it.
+pub(super) fn injection_failed(what: &str, error: StepError) -> Outcome {
     match error {
         StepError::Skip(reason) => Outcome::Skip { reason },
         StepError::Error(message) => Outcome::Error {
-            message: format!("failed to pin the crash ({pin}): {message}"),
+            message: format!("failed to {what}: {message}"),
         },
         StepError::Fail(f) => Outcome::Error {
-            message: format!("failed to pin the crash ({pin}): {}", f.message),
+            message: format!("failed to {what}: {}", f.message),
         },
     }
+}
+
+/// [`injection_failed`] for the crash the run pins before the case.
+pub(super) fn injected_pin_failed(pin: &RequestPin, error: StepError) -> Outcome {
+    injection_failed(&format!("pin the crash ({pin})"), error)
 }
 
 /// How a case's steps ended.

@@ -904,3 +904,167 @@ fn a_client_that_reconnects_during_a_hold_is_held_too() {
         );
     });
 }
+
+#[test]
+fn a_frozen_proxy_holds_requests_and_watch_events_until_thawed() {
+    with_proxy("freeze", |w| async move {
+        let cms = w.proxied_cms();
+        let version = cms
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap();
+        // The label keeps out the namespace's kube-root-ca.crt, made meanwhile.
+        let params = WatchParams::default()
+            .labels("proxy-test=freeze")
+            .timeout(50);
+        let mut events = cms.watch(&params, &version).await.unwrap().boxed();
+        w.proxy.freeze();
+        let pp = PostParams::default();
+        w.direct_cms()
+            .create(&pp, &labelled("a", "1", "freeze"))
+            .await
+            .unwrap();
+        assert_eq!(
+            next_event(&mut events, Duration::from_millis(800))
+                .await
+                .as_ref()
+                .map(said),
+            None,
+            "a watch event passed a freeze"
+        );
+        let read = tokio::spawn({
+            let cms = cms.clone();
+            async move { cms.get("a").await }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!read.is_finished(), "a request passed a freeze");
+        let before = w.proxy.requests().len();
+        w.proxy.thaw();
+        let got = read.await.unwrap().unwrap();
+        assert_eq!(value(&got), Some("1"));
+        assert_eq!(
+            drain(&mut events, Duration::from_millis(500)).await,
+            ["ADDED a=1"]
+        );
+        // The held read reached the apiserver only once thawed.
+        assert_eq!(w.proxy.requests().len(), before + 1);
+    });
+}
+
+/// A client of the proxy at `proxy` authenticating with `token`.
+async fn token_client(proxy: &ApiProxy, token: &str) -> Client {
+    let mut config = kube::Config::new(format!("https://{}", proxy.addr()).parse().unwrap());
+    config.root_cert = Some(vec![pem_der(proxy.ca_pem())]);
+    config.auth_info.token = Some(token.to_string().into());
+    config.default_namespace = "default".into();
+    Client::try_from(config).unwrap()
+}
+
+/// The DER of the one certificate in `pem`.
+fn pem_der(pem: &str) -> Vec<u8> {
+    use base64::Engine;
+    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .unwrap()
+}
+
+#[test]
+fn with_client_credentials_the_clients_own_rbac_decides_and_a_cut_off_client_is_gone() {
+    use grove_conformance::proxy::{Credentials, ProxyOptions};
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    with_proxy("credentials", |w| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let env = embedded::shared(Vec::new);
+        let cluster = env.cluster().unwrap();
+        let proxy = ApiProxy::start_with(
+            cluster.control_plane.kubeconfig_path(),
+            dir.path(),
+            ProxyOptions {
+                credentials: Credentials::Client,
+                ..ProxyOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        let pp = PostParams::default();
+        let sa: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": "reader"}})).unwrap();
+        Api::<ServiceAccount>::namespaced(w.direct.clone(), &w.ns)
+            .create(&pp, &sa)
+            .await
+            .unwrap();
+        let role: Role = serde_json::from_value(json!({
+            "metadata": {"name": "reader"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}],
+        }))
+        .unwrap();
+        Api::<Role>::namespaced(w.direct.clone(), &w.ns)
+            .create(&pp, &role)
+            .await
+            .unwrap();
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": "reader"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": w.ns}],
+        }))
+        .unwrap();
+        Api::<RoleBinding>::namespaced(w.direct.clone(), &w.ns)
+            .create(&pp, &binding)
+            .await
+            .unwrap();
+        w.direct_cms().create(&pp, &cm("a", "1")).await.unwrap();
+        let request: TokenRequest =
+            serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 600}}))
+                .unwrap();
+        let token = Api::<ServiceAccount>::namespaced(w.direct.clone(), &w.ns)
+            .create_token_request("reader", &pp, &request)
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .token;
+        let client = token_client(&proxy, &token).await;
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &w.ns);
+        // RBAC takes a moment to see the binding.
+        let mut read = cms.get("a").await;
+        for _ in 0..50 {
+            if read.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            read = cms.get("a").await;
+        }
+        assert_eq!(value(&read.unwrap()), Some("1"));
+        match cms.create(&pp, &cm("b", "2")).await {
+            Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
+            other => panic!("a write the client may not make went through: {other:?}"),
+        }
+        // Without a token of its own a client is anonymous.
+        let anonymous = token_client(&proxy, "not-a-token").await;
+        match Api::<ConfigMap>::namespaced(anonymous, &w.ns)
+            .get("a")
+            .await
+        {
+            Err(kube::Error::Api(status)) => assert_eq!(status.code, 401, "{status:?}"),
+            other => panic!("a client without credentials read: {other:?}"),
+        }
+        let name = format!("serviceaccount {}/reader", w.ns);
+        assert!(proxy.clients()[&name] >= 2, "{:?}", proxy.clients());
+        let before = proxy.requests().len();
+        proxy.cut_off(&name);
+        assert!(cms.get("a").await.is_err(), "a client cut off was answered");
+        assert_eq!(
+            proxy.requests().len(),
+            before,
+            "a cut-off request was forwarded"
+        );
+        proxy.restore_client(&name);
+        assert!(cms.get("a").await.is_ok());
+    });
+}

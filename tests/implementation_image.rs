@@ -1,5 +1,6 @@
 //! An implementation run from a container image: the reference operator, packed into an image
-//! built here from this very binary, certified on the embedded cluster through
+//! built here from this very binary (`grove-conformance image --role reference-operator`, as
+//! `reference-operator/deploy/` runs it, as user 65532), certified on the embedded cluster through
 //! `--implementation-image` (testcontainers), including a pause (`docker pause`) and a crash
 //! (kill and start of the container). Without a Docker engine the test says `skipped:` with
 //! the reason and checks nothing else.
@@ -18,55 +19,6 @@ use grove_conformance::runner::{RunSettings, Selection};
 use grove_conformance::target::{TargetSpec, acquire};
 use grove_conformance::vocab::{Revision, Vocabulary};
 
-/// Packs `binary` and the shared libraries it loads into an image with it as entrypoint.
-fn build_image(binary: &Path, tag: &str) {
-    let root = tempfile::tempdir().unwrap();
-    let target = root.path().join("grove-conformance");
-    // Debug information is of no use in the image and makes it ten times larger.
-    let stripped = Command::new("strip")
-        .args(["--strip-debug", "-o"])
-        .arg(&target)
-        .arg(binary)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !stripped {
-        std::fs::copy(binary, &target).unwrap();
-    }
-    let ldd = Command::new("ldd").arg(binary).output().unwrap();
-    for lib in String::from_utf8_lossy(&ldd.stdout)
-        .split_whitespace()
-        .filter(|w| w.starts_with('/'))
-    {
-        let dest = root.path().join(lib.trim_start_matches('/'));
-        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-        std::fs::copy(lib, &dest).unwrap();
-    }
-    let mut tar = Command::new("tar")
-        .arg("-C")
-        .arg(root.path())
-        .args(["-c", "."])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let import = Command::new("docker")
-        .args([
-            "import",
-            "-c",
-            r#"ENTRYPOINT ["/grove-conformance"]"#,
-            "-",
-            tag,
-        ])
-        .stdin(tar.stdout.take().unwrap())
-        .output()
-        .unwrap();
-    assert!(tar.wait().unwrap().success(), "tar failed");
-    assert!(
-        import.status.success(),
-        "docker import failed: {}",
-        String::from_utf8_lossy(&import.stderr)
-    );
-}
-
 #[test]
 fn the_reference_operator_image_passes_cases_that_pause_and_crash_it() {
     if let Err(reason) = docker_available() {
@@ -77,7 +29,13 @@ fn the_reference_operator_image_passes_cases_that_pause_and_crash_it() {
         "grove-conformance-test/reference-operator:{}",
         std::process::id()
     );
-    build_image(Path::new(env!("CARGO_BIN_EXE_grove-conformance")), &tag);
+    grove_conformance::host::image::build(
+        Path::new(env!("CARGO_BIN_EXE_grove-conformance")),
+        &tag,
+        grove_conformance::host::image::Role::ReferenceOperator,
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+    )
+    .unwrap();
     let _image = RemoveImage(tag.clone());
 
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -105,9 +63,7 @@ fn the_reference_operator_image_passes_cases_that_pause_and_crash_it() {
     let settings = RunSettings {
         implementation: ImplementationSpec::Image {
             image: tag.clone(),
-            args: Some(
-                "reference-operator --kubeconfig {kubeconfig} --namespace {namespace}".into(),
-            ),
+            args: Some("run --kubeconfig {kubeconfig} --namespace {namespace}".into()),
             setup: Setup::default(),
         },
         vocab: Vocabulary::new(Revision::default()),
@@ -166,7 +122,10 @@ fn the_reference_operator_image_passes_cases_that_pause_and_crash_it() {
         .collect();
     assert_eq!(passed.len(), names.len(), "{:#?}", results.cases);
     assert!(
-        version_log.contains(concat!("grove-conformance ", env!("CARGO_PKG_VERSION"))),
+        version_log.contains(concat!(
+            "grove-reference-operator ",
+            env!("CARGO_PKG_VERSION")
+        )),
         "{version_log}"
     );
     // Every container is gone.

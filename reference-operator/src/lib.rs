@@ -8,6 +8,7 @@
 pub mod admission;
 pub mod api;
 pub mod build;
+pub mod cli;
 pub mod controller;
 pub mod crd;
 pub mod names;

@@ -6,12 +6,15 @@
 //! - `bench`, `sweep`: many runs at once ([`campaign`]);
 //! - `durations`, `merge`: the durations runs are planned with, shards joined ([`shard`]);
 //! - `explore`: generated scenarios judged by the spec model, shrunk when they fail ([`explore`]);
+//! - `image`, `in-cluster`: the harness and the reference operator as images, and the harness
+//!   run in a pod by a conformance runner ([`in_cluster`]);
 //! - `reference-operator`: the reference operator itself ([`operator`]).
 //!
 //! Only this folder and the reporters print; the library logs through `tracing`.
 
 mod campaign;
 mod explore;
+mod in_cluster;
 mod lint;
 mod operator;
 mod reports;
@@ -159,6 +162,32 @@ enum Command {
         #[arg(long, conflicts_with = "write")]
         check: Option<PathBuf>,
     },
+    /// Build a local image of this executable (offline: `docker import`, no base image):
+    /// `conformance`, the harness run in a pod (a Hydrophone conformance image, entrypoint
+    /// `in-cluster`), or `reference-operator`, the reference operator as
+    /// `reference-operator/deploy/` runs it. Prints the tag.
+    Image {
+        /// What the image is for.
+        #[arg(long, value_enum)]
+        role: ImageRole,
+        /// Its tag (default: `grove-conformance:<version>`, or `grove-reference-operator:dev`
+        /// as `reference-operator/deploy/` names it).
+        #[arg(long)]
+        tag: Option<String>,
+        /// Also load it into the nodes of this kind cluster.
+        #[arg(long, value_name = "CLUSTER")]
+        load_into_kind: Option<String>,
+        /// The catalog a conformance image carries (its `cases/`, `fixtures/`,
+        /// `durations.yaml`).
+        #[arg(long, default_value = ".")]
+        catalog: PathBuf,
+    },
+    /// Run the suite inside a pod as a conformance runner (Hydrophone) starts its image:
+    /// `E2E_FOCUS`/`E2E_SKIP` select cases (regular expressions over
+    /// `[area] name [clauses] [Conformance]`), `E2E_EXTRA_ARGS` are more `run` options,
+    /// results go to `RESULTS_DIR` (default `/tmp/results`): `e2e.log`, `junit_01.xml`, and
+    /// every report. Exits as `run`.
+    InCluster,
     /// Run the reference operator (used as the default implementation under test).
     #[command(hide = true)]
     ReferenceOperator {
@@ -169,6 +198,15 @@ enum Command {
         #[arg(long)]
         namespace: Option<String>,
     },
+}
+
+/// What an image built by `image` is for.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ImageRole {
+    /// The harness, for a conformance runner.
+    Conformance,
+    /// The reference operator.
+    ReferenceOperator,
 }
 
 /// The binary's entry point.
@@ -232,12 +270,58 @@ pub fn main() -> ExitCode {
             write,
             check,
         } => lint::coverage(&catalog, write.as_deref(), check.as_deref()),
+        Command::Image {
+            role,
+            tag,
+            load_into_kind,
+            catalog,
+        } => image(role, tag, load_into_kind.as_deref(), &catalog),
+        Command::InCluster => in_cluster::in_cluster(),
         Command::ReferenceOperator {
             kubeconfig,
             namespace,
         } => operator::reference_operator(kubeconfig, namespace),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// `image`: builds the image, loads it into kind when asked, prints its tag.
+fn image(role: ImageRole, tag: Option<String>, kind: Option<&str>, catalog: &Path) -> i32 {
+    use grove_conformance::host::image::{self, Role};
+    let (role, default) = match role {
+        ImageRole::Conformance => (
+            Role::Conformance,
+            format!("grove-conformance:{}", env!("CARGO_PKG_VERSION")),
+        ),
+        ImageRole::ReferenceOperator => (
+            Role::ReferenceOperator,
+            "grove-reference-operator:dev".to_string(),
+        ),
+    };
+    let tag = tag.unwrap_or(default);
+    if let Err(e) = grove_conformance::host::docker::available() {
+        eprintln!("error: {e}");
+        return report::SETUP_FAILED;
+    }
+    let binary = match std::env::current_exe() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: failed to locate this executable: {e}");
+            return report::SETUP_FAILED;
+        }
+    };
+    if let Err(e) = image::build(&binary, &tag, role, catalog) {
+        eprintln!("error: {e}");
+        return report::SETUP_FAILED;
+    }
+    if let Some(cluster) = kind
+        && let Err(e) = grove_conformance::target::kind::load_image(cluster, &tag)
+    {
+        eprintln!("error: {:#}", grove_conformance::errors::chain(&e));
+        return report::SETUP_FAILED;
+    }
+    println!("{tag}");
+    report::SUCCESS
 }
 
 pub(crate) fn runtime() -> tokio::runtime::Runtime {

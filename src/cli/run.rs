@@ -11,6 +11,7 @@ use grove_conformance::errors;
 use grove_conformance::implementation::admission::{
     self, AdmissionOptions, Prepared, WebhookConfiguration,
 };
+use grove_conformance::implementation::deployment::DeploymentRef;
 use grove_conformance::implementation::{ImplementationSpec, Setup};
 use grove_conformance::report::{self, ProgressLine, RunRecord};
 use grove_conformance::runner::{self, RunSettings, Selection};
@@ -70,6 +71,35 @@ pub(crate) struct RunArgs {
     /// `docker pause`, a crash a kill and a start of the same container.
     #[arg(long, value_name = "IMAGE", conflicts_with = "implementation")]
     implementation_image: Option<String>,
+    /// Certify the implementation deployed in the target cluster as this Deployment
+    /// (`NAMESPACE/NAME`): for the run its pods are pointed at the harness's API proxy by a
+    /// kubeconfig (forwarded with their own ServiceAccount token), pause freezes their
+    /// traffic there, a crash deletes the pod without grace; the Deployment is restored at
+    /// the end.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        conflicts_with_all = ["implementation", "implementation_cmd", "implementation_image"]
+    )]
+    implementation_deployment: Option<String>,
+    /// The operator's container in `--implementation-deployment`, when its pods have several.
+    #[arg(long, value_name = "NAME", requires = "implementation_deployment")]
+    implementation_container: Option<String>,
+    /// The address the API proxy listens on for a deployed implementation: one of this
+    /// machine (or pod) that the cluster's pods reach (default: on kind, this machine's
+    /// address on kind's Docker network; inside a pod, the pod's IP).
+    #[arg(long, value_name = "IP", requires = "implementation_deployment")]
+    proxy_address: Option<std::net::IpAddr>,
+    /// How long the deployed implementation's pods, once Ready, may take to send their first
+    /// request through the API proxy before the run fails, saying its clients ignore
+    /// KUBECONFIG.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 60,
+        requires = "implementation_deployment"
+    )]
+    traffic_timeout: u64,
     /// Name and version of the implementation for the report (`name@version`).
     #[arg(long)]
     implementation_name: Option<String>,
@@ -83,6 +113,18 @@ pub(crate) struct RunArgs {
     /// (repeatable).
     #[arg(long)]
     filter: Vec<String>,
+    /// Only cases whose spec text matches this regular expression, as Ginkgo's `--focus`: the
+    /// text is `[area] name [clause]... [Conformance]` (`[Extended]` for extended cases),
+    /// e.g. `\[Conformance\]` selects the core profile.
+    #[arg(long, value_name = "REGEX")]
+    focus: Option<regex::Regex>,
+    /// Leave out cases whose spec text matches this regular expression (as `--focus`).
+    #[arg(long, value_name = "REGEX")]
+    skip: Option<regex::Regex>,
+    /// Also write a Ginkgo-style log here, the form conformance runners read progress from:
+    /// `Will run N of M specs`, a line starting `•` per finished case, the summary.
+    #[arg(long, value_name = "FILE")]
+    e2e_log: Option<PathBuf>,
     /// Cases at once (default: 16 × cores, between 4 and 32; on real kubelets, `--kind` or
     /// `--kubeconfig`, 2 × cores, between 2 and 16).
     #[arg(short = 'j', long)]
@@ -192,7 +234,16 @@ pub(crate) fn run(args: &RunArgs) -> Result<i32, i32> {
     let spec = target_spec(args)?;
     let results = runtime().block_on(async {
         let mut target = acquire_target(&spec, !args.no_install_crds, &prepared).await?;
-        execute(&mut target, &prepared.webhooks, catalog, cases, &settings).await
+        let e2e_log = args.e2e_log.clone().map(|p| (p, catalog.cases.len()));
+        execute(
+            &mut target,
+            &prepared.webhooks,
+            catalog,
+            cases,
+            &settings,
+            e2e_log,
+        )
+        .await
     })?;
     write_reports(args, &results, impl_name, impl_version, digest, &selected);
     Ok(report::exit_code(&results))
@@ -307,11 +358,19 @@ async fn execute(
     catalog: Arc<catalog::Catalog>,
     cases: Vec<catalog::Case>,
     settings: &RunSettings,
+    e2e_log: Option<(PathBuf, usize)>,
 ) -> Result<report::RunResults, i32> {
     let client = target.handles().client.clone();
-    let progress = progress_on_stderr();
+    let mut progress = progress_on_stderr();
+    let mut e2e = e2e_log.map(|(path, total)| E2eLog::new(path, total));
+    let sink = move |event: &report::RunEvent| {
+        progress(event);
+        if let Some(log) = &mut e2e {
+            log.on_event(event);
+        }
+    };
     let handles = target.handles().clone();
-    let run = runner::run_cases(&handles, catalog, cases, settings, progress);
+    let run = runner::run_cases(&handles, catalog, cases, settings, sink);
     let results = tokio::select! {
         results = run => results,
         signal = interrupted() => {
@@ -344,6 +403,84 @@ pub(crate) fn progress_on_stderr() -> impl FnMut(&report::RunEvent) + Send + 'st
     }
 }
 
+/// The Ginkgo-style log `--e2e-log` writes, line by line as the run goes (a runner reads it
+/// while the run is on).
+struct E2eLog {
+    file: Option<std::fs::File>,
+    total: usize,
+    counts: [usize; 3],
+}
+
+impl E2eLog {
+    fn new(path: PathBuf, total: usize) -> Self {
+        let file = std::fs::File::create(&path)
+            .map_err(|e| eprintln!("warning: failed to write {}: {e}", path.display()))
+            .ok();
+        E2eLog {
+            file,
+            total,
+            counts: [0; 3],
+        }
+    }
+
+    fn write(&mut self, line: &str) {
+        use std::io::Write;
+        if let Some(f) = &mut self.file {
+            let _ = writeln!(f, "{line}");
+            let _ = f.flush();
+        }
+    }
+
+    fn on_event(&mut self, event: &report::RunEvent) {
+        match event {
+            report::RunEvent::RunStarted { cases } => {
+                let line = format!(
+                    "grove-conformance {}\nWill run {cases} of {} specs",
+                    env!("CARGO_PKG_VERSION"),
+                    self.total
+                );
+                self.write(&line);
+            }
+            report::RunEvent::CaseFinished(result) => {
+                let slot = match &result.outcome {
+                    report::Outcome::Pass => 0,
+                    report::Outcome::Fail(_) | report::Outcome::Error { .. } => 1,
+                    report::Outcome::Skip { .. } | report::Outcome::NotApplicable { .. } => 2,
+                };
+                self.counts[slot] += 1;
+                let detail = match &result.outcome {
+                    report::Outcome::Fail(f) => format!(": {}", f.message),
+                    report::Outcome::Error { message } => format!(": {message}"),
+                    report::Outcome::Skip { reason }
+                    | report::Outcome::NotApplicable { reason } => {
+                        format!(": {reason}")
+                    }
+                    report::Outcome::Pass => String::new(),
+                };
+                let line = format!(
+                    "• [{}] {} ({:.1}s){detail}",
+                    result.outcome.label().to_uppercase(),
+                    result.case,
+                    result.duration.as_secs_f64()
+                );
+                self.write(&line);
+            }
+            report::RunEvent::RunFinished { duration } => {
+                let [passed, failed, skipped] = self.counts;
+                let verdict = if failed == 0 { "SUCCESS!" } else { "FAIL!" };
+                let line = format!(
+                    "Ran {} of {} Specs in {:.1} seconds\n{verdict} -- {passed} Passed | {failed} Failed | 0 Pending | {skipped} Skipped",
+                    passed + failed,
+                    self.total,
+                    duration.as_secs_f64()
+                );
+                self.write(&line);
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Resolves on SIGINT or SIGTERM, naming it.
 pub(crate) async fn interrupted() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
@@ -355,6 +492,17 @@ pub(crate) async fn interrupted() -> &'static str {
         _ = tokio::signal::ctrl_c() => "SIGINT",
         _ = term.recv() => "SIGTERM",
     }
+}
+
+/// What `--focus` and `--skip` match a case against: `[area] name [clause]... [Conformance]`,
+/// the last `[Extended]` for an extended case.
+pub(crate) fn spec_text(case: &catalog::Case) -> String {
+    let clauses: String = case.clauses.iter().map(|c| format!(" [{c}]")).collect();
+    let profile = match case.profile {
+        Profile::Core => "[Conformance]",
+        Profile::Extended => "[Extended]",
+    };
+    format!("[{}] {}{clauses} {profile}", case.area, case.name)
 }
 
 /// The cases `args` selects; exit code 104 when none.
@@ -373,6 +521,11 @@ pub(crate) fn select(
         .cases
         .iter()
         .filter(|c| selection.selects(c))
+        .filter(|c| {
+            let text = spec_text(c);
+            args.focus.as_ref().is_none_or(|f| f.is_match(&text))
+                && args.skip.as_ref().is_none_or(|s| !s.is_match(&text))
+        })
         .cloned()
         .collect();
     if cases.is_empty() {
@@ -396,6 +549,34 @@ pub(crate) fn implementation(
             .map(|s| s.port),
         fail_closed: prepared.fail_closed_resources(),
     };
+    if let Some(text) = &args.implementation_deployment {
+        if prepared.serving.is_some() {
+            eprintln!(
+                "error: --implementation-webhooks and --implementation-config are for an implementation the harness starts; a deployed one brings its own"
+            );
+            return Err(report::USAGE);
+        }
+        if args.no_api_proxy {
+            eprintln!(
+                "error: --implementation-deployment always goes through the API proxy: drop --no-api-proxy"
+            );
+            return Err(report::USAGE);
+        }
+        let mut deployment = DeploymentRef::parse(text, args.implementation_container.clone())
+            .map_err(|e| {
+                eprintln!("error: --implementation-deployment: {e}");
+                report::USAGE
+            })?;
+        deployment.traffic_timeout = std::time::Duration::from_secs(args.traffic_timeout);
+        let proxy_address = match args.proxy_address {
+            Some(ip) => ip,
+            None => default_proxy_address(args)?,
+        };
+        return Ok(ImplementationSpec::Deployment {
+            deployment,
+            proxy_address,
+        });
+    }
     match (
         &args.implementation_image,
         &args.implementation_cmd,
@@ -424,6 +605,27 @@ pub(crate) fn implementation(
             })
         }
     }
+}
+
+/// Where the proxy for a deployed implementation listens when `--proxy-address` is not given:
+/// inside a pod, the pod's IP; on kind, this machine's address on kind's network.
+fn default_proxy_address(args: &RunArgs) -> Result<std::net::IpAddr, i32> {
+    if let Some(ip) = grove_conformance::host::in_cluster::pod_ip() {
+        return Ok(ip);
+    }
+    if args.target_options().kind {
+        return target::kind::network_gateway().map_err(|e| {
+            eprintln!(
+                "error: the API proxy's address on kind's network: {:#}",
+                errors::chain(&e)
+            );
+            report::SETUP_FAILED
+        });
+    }
+    eprintln!(
+        "error: --implementation-deployment needs --proxy-address: an address of this machine that the cluster's pods reach (the API proxy listens there)"
+    );
+    Err(report::USAGE)
 }
 
 /// Name and version of the implementation for the report.

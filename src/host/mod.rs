@@ -1,11 +1,13 @@
 //! Host helpers every other folder may use: supervised child processes that never outlive us
-//! ([`process`]), small filesystem helpers, and the one way the harness talks to a Docker
-//! engine ([`docker`]).
+//! ([`process`]), small filesystem helpers, the one way the harness talks to a Docker
+//! engine ([`docker`]), and what running inside a pod gives ([`in_cluster`]).
 //!
 //! May use: the standard library and the crates it needs; nothing else of the harness.
 
 pub mod docker;
 mod fs;
+pub mod image;
+pub mod in_cluster;
 pub mod logging;
 pub mod process;
 

@@ -141,6 +141,26 @@ pub fn self_contained_kubeconfig(source: &Path, out: &Path) -> Result<(), Contai
     crate::host::write_private(out, text.as_bytes()).map_err(|e| err(&e))
 }
 
+/// The numeric user (and group) `image` runs as, when it names one other than root.
+fn image_user(image: &str) -> Option<(u32, u32)> {
+    let user =
+        crate::host::docker::output(&["image", "inspect", "--format", "{{.Config.User}}", image])
+            .ok()?;
+    numeric_user(user.trim())
+}
+
+/// `uid[:gid]`, numeric and not root (the group defaults to the uid).
+fn numeric_user(user: &str) -> Option<(u32, u32)> {
+    let (uid, gid) = match user.split_once(':') {
+        Some((u, g)) => (u.parse().ok()?, g.parse().ok()?),
+        None => {
+            let uid = user.parse().ok()?;
+            (uid, uid)
+        }
+    };
+    (uid != 0).then_some((uid, gid))
+}
+
 /// A running implementation container.
 pub struct Container {
     image: String,
@@ -177,6 +197,12 @@ impl Container {
             .map_err(|e| ContainerError::Kubeconfig(e.to_string()))?;
         let config = scratch.path().join("kubeconfig");
         self_contained_kubeconfig(kubeconfig, &config)?;
+        // An image that runs as another user (distroless `nonroot`, say) must still read its
+        // copy, which stays 0600: it is handed to that user.
+        if let Some((uid, gid)) = image_user(image) {
+            let _ = std::os::unix::fs::chown(scratch.path(), Some(uid), Some(gid));
+            let _ = std::os::unix::fs::chown(&config, Some(uid), Some(gid));
+        }
         let (name, tag) = match image.rsplit_once(':') {
             Some((name, tag)) if !tag.contains('/') => (name, tag),
             _ => (image, "latest"),
@@ -298,6 +324,15 @@ fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_numeric_users_other_than_root_are_handed_the_kubeconfig() {
+        assert_eq!(numeric_user("65532:65532"), Some((65532, 65532)));
+        assert_eq!(numeric_user("1000"), Some((1000, 1000)));
+        assert_eq!(numeric_user("0"), None);
+        assert_eq!(numeric_user(""), None);
+        assert_eq!(numeric_user("nonroot"), None);
+    }
+
     use super::*;
 
     #[test]

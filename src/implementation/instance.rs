@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::container::{Container, ContainerError};
+use super::deployment::{Deployed, DeploymentError, DeploymentRef};
 use crate::host::process::{SpawnError, Supervised};
 
 /// What an implementation started by the harness gets besides its command line.
@@ -51,6 +52,16 @@ pub enum ImplementationSpec {
         args: Option<String>,
         /// What it gets besides.
         setup: Setup,
+    },
+    /// Deployed in the cluster as a Deployment, which the harness points at its API proxy
+    /// (listening on `proxy_address`, forwarding with the operator's own credentials) for the
+    /// run: pause freezes its traffic there, a crash cuts it off and deletes its pod without
+    /// grace ([`super::deployment`]). One instance serves every case.
+    Deployment {
+        /// Which Deployment, which container.
+        deployment: DeploymentRef,
+        /// An address of the harness's machine (or pod) the cluster's pods reach.
+        proxy_address: std::net::IpAddr,
     },
     /// Already running (deployed in the cluster); controller actions are unavailable.
     External,
@@ -99,7 +110,7 @@ impl ImplementationSpec {
             ImplementationSpec::Image { args, .. } => {
                 args.as_deref().is_some_and(|a| a.contains("{namespace}"))
             }
-            ImplementationSpec::External => false,
+            ImplementationSpec::Deployment { .. } | ImplementationSpec::External => false,
         }
     }
 
@@ -114,6 +125,9 @@ impl ImplementationSpec {
             ImplementationSpec::Reference { .. } => "grove-reference-operator".into(),
             ImplementationSpec::Command { template, .. } => template.clone(),
             ImplementationSpec::Image { image, .. } => image.clone(),
+            ImplementationSpec::Deployment { deployment, .. } => {
+                format!("{}/{}", deployment.namespace, deployment.name)
+            }
             ImplementationSpec::External => "external".into(),
         }
     }
@@ -147,7 +161,9 @@ impl ImplementationSpec {
                 command.env("KUBECONFIG", kubeconfig);
                 Some(command)
             }
-            ImplementationSpec::Image { .. } | ImplementationSpec::External => None,
+            ImplementationSpec::Image { .. }
+            | ImplementationSpec::Deployment { .. }
+            | ImplementationSpec::External => None,
         }
     }
 }
@@ -161,6 +177,9 @@ pub enum InstanceError {
     /// The container could not be run or controlled.
     #[error(transparent)]
     Container(#[from] ContainerError),
+    /// The deployed implementation could not be set up or controlled.
+    #[error(transparent)]
+    Deployment(#[from] DeploymentError),
 }
 
 /// How long an implementation with a readiness port may take to listen after a start.
@@ -171,6 +190,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 enum Running {
     Process(Supervised),
     Container(Box<Container>),
+    Deployed(Box<Deployed>),
 }
 
 /// A running instance of the implementation, with the controls cases use.
@@ -202,6 +222,38 @@ impl Instance {
         };
         instance.spawn().await?;
         Ok(instance)
+    }
+
+    /// Points the Deployment `spec` names at `proxy` (a proxy forwarding with the client's
+    /// credentials, on an address its pods reach), with `client` and `kubeconfig` the
+    /// target's admin access; its pods' output is appended to `log` as they go.
+    pub async fn start_deployed(
+        spec: &ImplementationSpec,
+        client: kube::Client,
+        kubeconfig: &Path,
+        proxy: std::sync::Arc<crate::proxy::ApiProxy>,
+        log: &Path,
+    ) -> Result<Instance, InstanceError> {
+        let ImplementationSpec::Deployment { deployment, .. } = spec else {
+            unreachable!("start_deployed is for ImplementationSpec::Deployment");
+        };
+        let deployed = Deployed::start(client, kubeconfig, deployment, proxy, log).await?;
+        Ok(Instance {
+            spec: spec.clone(),
+            kubeconfig: kubeconfig.to_path_buf(),
+            namespace: None,
+            log: log.to_path_buf(),
+            running: Some(Running::Deployed(Box::new(deployed))),
+            restarts: 0,
+        })
+    }
+
+    /// From each crash of a deployed implementation to its replacement serving again.
+    pub fn restart_times(&self) -> &[Duration] {
+        match &self.running {
+            Some(Running::Deployed(d)) => d.restart_times(),
+            _ => &[],
+        }
     }
 
     async fn spawn(&mut self) -> Result<(), InstanceError> {
@@ -241,6 +293,7 @@ impl Instance {
         match &self.running {
             Some(Running::Process(child)) => child.pause(),
             Some(Running::Container(c)) => c.pause().await?,
+            Some(Running::Deployed(d)) => d.pause(),
             None => {}
         }
         Ok(())
@@ -251,6 +304,7 @@ impl Instance {
         match &self.running {
             Some(Running::Process(child)) => child.resume(),
             Some(Running::Container(c)) => c.unpause().await?,
+            Some(Running::Deployed(d)) => d.resume(),
             None => {}
         }
         Ok(())
@@ -267,6 +321,11 @@ impl Instance {
             Some(Running::Container(c)) => {
                 let result = c.crash_and_restart().await;
                 self.running = Some(Running::Container(c));
+                Ok(result?)
+            }
+            Some(Running::Deployed(mut d)) => {
+                let result = d.crash_and_restart().await;
+                self.running = Some(Running::Deployed(d));
                 Ok(result?)
             }
             None => self.spawn().await,
@@ -295,6 +354,7 @@ impl Instance {
                 .map(|status| format!("the implementation exited on its own ({status})")),
             Some(Running::Container(c)) => (!c.running().await)
                 .then(|| "the implementation's container stopped on its own".to_string()),
+            Some(Running::Deployed(d)) => d.exited().await,
             None => None,
         }
     }
@@ -310,6 +370,7 @@ impl Instance {
         match self.running.take() {
             Some(Running::Process(mut child)) => child.stop(Duration::from_secs(5)),
             Some(Running::Container(mut c)) => c.stop().await,
+            Some(Running::Deployed(mut d)) => d.stop().await,
             None => {}
         }
     }

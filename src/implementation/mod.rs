@@ -1,13 +1,15 @@
 //! What is judged: the implementation under test — the reference operator (default), any
 //! command, a container image, or one already running — and what it brings with it: its own
 //! CRDs and admission webhooks ([`admission`]). A command runs as a supervised child process,
-//! an image as a container ([`container`]), so a case can pause, resume or crash it.
+//! an image as a container ([`container`]), a Deployment through the harness's API proxy
+//! ([`deployment`]), so a case can pause, resume or crash it.
 //!
 //! May use: [`crate::host`], [`crate::proxy`], [`crate::target`] (certificates, the field
 //! manager, CRD errors), the pure core. Never the runner.
 
 pub mod admission;
 pub mod container;
+pub mod deployment;
 mod instance;
 
 pub use instance::*;

@@ -189,17 +189,20 @@ pub(crate) fn single_item(list: &Value) -> Option<Value> {
 
 /// A GET of `path` at the apiserver, JSON asked for.
 async fn upstream_get(
-    shared: &Shared,
+    client: &kube::Client,
     path_and_query: &str,
+    authorization: Option<http::HeaderValue>,
 ) -> Result<(http::StatusCode, http::HeaderMap, Bytes), String> {
     let mut request = Request::new(kube::client::Body::empty());
+    if let Some(value) = authorization {
+        request.headers_mut().insert(header::AUTHORIZATION, value);
+    }
     *request.uri_mut() = path_and_query.parse().map_err(|e| format!("{e}"))?;
     request.headers_mut().insert(
         header::ACCEPT,
         http::HeaderValue::from_static("application/json"),
     );
-    let response = shared
-        .upstream
+    let response = client
         .send(request)
         .await
         .map_err(|e| crate::errors::chain(&e).to_string())?;
@@ -213,11 +216,13 @@ async fn upstream_get(
 }
 
 /// Answers a GET or LIST of `info` as the apiserver had it at `at`: a list read exactly
-/// there (a GET: the one item of a read by name, or NotFound).
+/// there (a GET: the one item of a read by name, or NotFound), with the client's
+/// `authorization` when the proxy forwards its credentials.
 pub(super) async fn stale_read(
     shared: &Shared,
     info: &RequestInfo,
     at: u64,
+    authorization: Option<http::HeaderValue>,
 ) -> Response<ProxyBody> {
     let collection = collection_path(&info.group, &info.version, &info.namespace, &info.resource);
     let query = if info.verb == Verb::List {
@@ -235,7 +240,8 @@ pub(super) async fn stale_read(
         Some(q) => format!("{collection}?{q}"),
         None => format!("{collection}?{}", info.query),
     };
-    let (status, headers, body) = match upstream_get(shared, &target).await {
+    let (status, headers, body) = match upstream_get(&shared.upstream, &target, authorization).await
+    {
         Ok(answer) => answer,
         Err(e) => {
             let message = format!("the API proxy failed to read {info} as of rv {at}: {e}");
@@ -287,7 +293,7 @@ impl ApiProxy {
         };
         let namespace = hold.namespace.clone().unwrap_or_default();
         let path = collection_path(&hold.group, &hold.version, &namespace, &hold.resource);
-        let (status, _, body) = upstream_get(&self.shared, &format!("{path}?limit=1"))
+        let (status, _, body) = upstream_get(&self.shared.admin, &format!("{path}?limit=1"), None)
             .await
             .map_err(error)?;
         if !status.is_success() {

@@ -28,6 +28,7 @@
 //! # }
 //! ```
 
+mod clients;
 mod faults;
 mod lag;
 mod record;
@@ -42,5 +43,5 @@ pub use faults::{
 pub use lag::{HoldError, MAX_HOLD};
 pub use record::RecordedRequest;
 pub use request::{RequestInfo, RequestMatch, UnknownVerb, Verb, glob_matches};
-pub use server::{ApiProxy, HookFuture, PLACEHOLDER_TOKEN, ProxyError};
+pub use server::{ApiProxy, Credentials, HookFuture, PLACEHOLDER_TOKEN, ProxyError, ProxyOptions};
 pub use watch::{Hold, HoldRecord, Reads, Release};

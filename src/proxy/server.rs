@@ -3,10 +3,12 @@
 //! streamed back as they come (watches event by event).
 
 use std::future::Future;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -18,10 +20,11 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 
+use super::clients::{Clients, identify};
 use super::faults::{FaultAction, FaultRule, Fired, HookPosition, Terminal, status_body};
 use super::lag::{RelayBody, relay, stale_read, stale_read_applies};
 use super::record::{Journal, RecordedRequest};
@@ -30,8 +33,9 @@ use super::tls;
 use super::watch::Hub;
 use crate::host::write_private;
 
-/// The token of the kubeconfig the proxy writes. The proxy ignores it: it listens on
-/// loopback only and sends everything upstream with the upstream kubeconfig's credentials.
+/// The token of the kubeconfig the proxy writes. With [`Credentials::Upstream`] the proxy
+/// ignores it: it listens on loopback and sends everything upstream with the upstream
+/// kubeconfig's credentials.
 pub const PLACEHOLDER_TOKEN: &str = "api-proxy-does-not-authenticate";
 
 /// The largest request body forwarded; the apiserver itself refuses more than 3 MiB.
@@ -91,6 +95,38 @@ pub enum ProxyError {
     },
 }
 
+/// Whose credentials the requests the proxy forwards carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Credentials {
+    /// The upstream kubeconfig's: clients present the placeholder token, and may do what the
+    /// upstream identity may.
+    #[default]
+    Upstream,
+    /// The client's own: its `Authorization` header goes upstream as it came, and the upstream
+    /// kubeconfig gives only the apiserver's address and CA, so what a client may do is what
+    /// its own RBAC allows (the proxy adds nothing). The harness's own reads (a hold's
+    /// starting resourceVersion) still use the upstream credentials.
+    Client,
+}
+
+/// Where the proxy listens and whose credentials it forwards with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProxyOptions {
+    /// The address it listens on (a free port of it); the serving certificate names it.
+    pub listen: IpAddr,
+    /// Whose credentials go upstream.
+    pub credentials: Credentials,
+}
+
+impl Default for ProxyOptions {
+    fn default() -> Self {
+        ProxyOptions {
+            listen: Ipv4Addr::LOCALHOST.into(),
+            credentials: Credentials::Upstream,
+        }
+    }
+}
+
 /// The future a hook callback returns.
 pub type HookFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -101,7 +137,16 @@ type MarkCallback = Box<dyn FnOnce(RequestInfo) -> HookFuture + Send>;
 
 /// What the server tasks share with the handle.
 pub(super) struct Shared {
+    /// What forwarded requests go through (without credentials of its own under
+    /// [`Credentials::Client`]).
     pub(super) upstream: kube::Client,
+    /// The upstream kubeconfig's identity, for the proxy's own reads.
+    pub(super) admin: kube::Client,
+    pub(super) credentials: Credentials,
+    clients: Mutex<Clients>,
+    /// `true` while frozen: requests wait before going upstream, answers before going back.
+    frozen: watch::Sender<bool>,
+    next_connection: AtomicU64,
     journal: Mutex<Journal>,
     hook: Mutex<Option<Hook>>,
     hub: Mutex<Hub>,
@@ -118,6 +163,18 @@ impl Shared {
     fn journal(&self) -> MutexGuard<'_, Journal> {
         // The journal stays consistent between statements: a panic elsewhere cannot tear it.
         self.journal.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn clients(&self) -> MutexGuard<'_, Clients> {
+        // Every method leaves the table consistent: a panic elsewhere cannot tear it.
+        self.clients.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits while the proxy is frozen.
+    async fn thawed(&self) {
+        let mut frozen = self.frozen.subscribe();
+        // The sender lives as long as `self`.
+        let _ = frozen.wait_for(|f| !*f).await;
     }
 
     fn hook(&self) -> Option<Hook> {
@@ -154,9 +211,28 @@ impl ApiProxy {
     /// (`api-proxy-<port>.kubeconfig`, mode 0600). Must run inside a Tokio runtime, which
     /// the server tasks then live on.
     pub async fn start(upstream_kubeconfig: &Path, dir: &Path) -> Result<ApiProxy, ProxyError> {
-        let (upstream, namespace) = upstream_client(upstream_kubeconfig).await?;
-        let identity = tls::identity()?;
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        Self::start_with(upstream_kubeconfig, dir, ProxyOptions::default()).await
+    }
+
+    /// [`ApiProxy::start`] on `options.listen` (its serving certificate names that address
+    /// too), forwarding with `options.credentials`.
+    pub async fn start_with(
+        upstream_kubeconfig: &Path,
+        dir: &Path,
+        options: ProxyOptions,
+    ) -> Result<ApiProxy, ProxyError> {
+        let (admin, namespace) =
+            upstream_client(upstream_kubeconfig, Credentials::Upstream).await?;
+        let upstream = match options.credentials {
+            Credentials::Upstream => admin.clone(),
+            Credentials::Client => {
+                upstream_client(upstream_kubeconfig, Credentials::Client)
+                    .await?
+                    .0
+            }
+        };
+        let identity = tls::identity(options.listen)?;
+        let listener = TcpListener::bind((options.listen, 0))
             .await
             .map_err(|source| ProxyError::Bind { source })?;
         let addr = listener
@@ -173,6 +249,11 @@ impl ApiProxy {
         })?;
         let shared = Arc::new(Shared {
             upstream,
+            admin,
+            credentials: options.credentials,
+            clients: Mutex::new(Clients::default()),
+            frozen: watch::Sender::new(false),
+            next_connection: AtomicU64::new(0),
             journal: Mutex::new(Journal::default()),
             hook: Mutex::new(None),
             hub: Mutex::new(Hub::default()),
@@ -205,6 +286,37 @@ impl ApiProxy {
     /// PEM of the CA that signed the proxy's serving certificate.
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem
+    }
+
+    /// Freezes every client's traffic: requests wait before they reach the apiserver, and
+    /// answers (watch events included) before they reach the client, until
+    /// [`ApiProxy::thaw`]. The clients keep running; they only hear nothing and achieve
+    /// nothing, as across a network partition.
+    pub fn freeze(&self) {
+        self.shared.frozen.send_replace(true);
+    }
+
+    /// Ends a freeze: what waited goes on, in order.
+    pub fn thaw(&self) {
+        self.shared.frozen.send_replace(false);
+    }
+
+    /// Cuts `client` (a name [`ApiProxy::clients`] lists) off: its connections close now,
+    /// and nothing it sends from now on reaches the apiserver (connections close without an
+    /// answer). Returns how many connections were closed.
+    pub fn cut_off(&self, client: &str) -> usize {
+        self.shared.clients().cut_off(client)
+    }
+
+    /// Lets a client that was cut off through again.
+    pub fn restore_client(&self, client: &str) {
+        self.shared.clients().restore(client);
+    }
+
+    /// How many requests each client sent so far, by name: `pod NAMESPACE/NAME` for a bound
+    /// ServiceAccount token (under [`Credentials::Client`]), else `peer ADDRESS`.
+    pub fn clients(&self) -> std::collections::HashMap<String, u64> {
+        self.shared.clients().counts()
     }
 
     /// Replaces the fault rules; every rule counts matching requests from now on.
@@ -347,7 +459,10 @@ impl Drop for ApiProxy {
 /// The upstream client and the namespace of the upstream context. Retries are off: the proxy
 /// passes every answer on and leaves retrying to its clients. No read timeout: a quiet watch
 /// may stay silent for minutes.
-async fn upstream_client(path: &Path) -> Result<(kube::Client, String), ProxyError> {
+async fn upstream_client(
+    path: &Path,
+    credentials: Credentials,
+) -> Result<(kube::Client, String), ProxyError> {
     let kubeconfig_error = |source| ProxyError::Kubeconfig {
         path: path.to_path_buf(),
         source,
@@ -358,6 +473,10 @@ async fn upstream_client(path: &Path) -> Result<(kube::Client, String), ProxyErr
         .map_err(kubeconfig_error)?;
     config.default_retry = false;
     config.read_timeout = None;
+    if credentials == Credentials::Client {
+        // Neither a client certificate nor a token: the client's own header authenticates.
+        config.auth_info = kube::config::AuthInfo::default();
+    }
     let namespace = config.default_namespace.clone();
     let client = kube::Client::try_from(config).map_err(|source| ProxyError::Client { source })?;
     Ok((client, namespace))
@@ -401,8 +520,16 @@ async fn serve(
         tokio::select! {
             _ = &mut stopped => break,
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => {
-                    connections.spawn(serve_connection(tcp, acceptor.clone(), shared.clone()));
+                Ok((tcp, peer)) => {
+                    let id = shared.next_connection.fetch_add(1, Ordering::Relaxed);
+                    let abort = connections.spawn(serve_connection(
+                        tcp,
+                        peer.ip(),
+                        id,
+                        acceptor.clone(),
+                        shared.clone(),
+                    ));
+                    shared.clients().register(id, abort);
                 }
                 Err(error) => {
                     // Out of descriptors, mostly: give connections a moment to close.
@@ -417,7 +544,24 @@ async fn serve(
     connections.shutdown().await;
 }
 
-async fn serve_connection(tcp: TcpStream, acceptor: TlsAcceptor, shared: Arc<Shared>) {
+async fn serve_connection(
+    tcp: TcpStream,
+    peer: IpAddr,
+    id: u64,
+    acceptor: TlsAcceptor,
+    shared: Arc<Shared>,
+) {
+    serve_tls(tcp, peer, id, acceptor, shared.clone()).await;
+    shared.clients().finish(id);
+}
+
+async fn serve_tls(
+    tcp: TcpStream,
+    peer: IpAddr,
+    id: u64,
+    acceptor: TlsAcceptor,
+    shared: Arc<Shared>,
+) {
     // Answers are written in small pieces (watch events): no waiting for ACKs between them.
     let _ = tcp.set_nodelay(true);
     let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
@@ -428,9 +572,23 @@ async fn serve_connection(tcp: TcpStream, acceptor: TlsAcceptor, shared: Arc<Sha
         }
         Err(_) => return,
     };
-    let service = hyper::service::service_fn(move |request| {
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let shared = shared.clone();
-        async move { handle(&shared, request).await }
+        async move {
+            // Frozen: the request waits here, before it is numbered or goes anywhere.
+            shared.thawed().await;
+            let client = identify(request.headers(), peer);
+            if !shared.clients().request(id, &client) {
+                return Err(Dropped);
+            }
+            let answer = handle(&shared, request).await?;
+            shared.thawed().await;
+            Ok::<_, Dropped>(answer.map(|body| Gated {
+                inner: body,
+                frozen: shared.frozen.subscribe(),
+                waiting: None,
+            }))
+        }
     });
     if let Err(error) = hyper::server::conn::http1::Builder::new()
         .serve_connection(TokioIo::new(tls), service)
@@ -442,6 +600,46 @@ async fn serve_connection(tcp: TcpStream, acceptor: TlsAcceptor, shared: Arc<Sha
 
 /// The body of an answer: one the proxy made, or the apiserver's, streamed.
 pub(super) type ProxyBody = Either<Full<Bytes>, Either<kube::client::Body, RelayBody>>;
+
+/// An answer's body as the client gets it: each frame waits while the proxy is frozen.
+pub(super) struct Gated {
+    inner: ProxyBody,
+    frozen: watch::Receiver<bool>,
+    waiting: Option<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>,
+}
+
+impl hyper::body::Body for Gated {
+    type Data = Bytes;
+    type Error = <ProxyBody as hyper::body::Body>::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        if this.waiting.is_none() && *this.frozen.borrow() {
+            let mut frozen = this.frozen.clone();
+            this.waiting = Some(Box::pin(async move {
+                let _ = frozen.wait_for(|f| !*f).await;
+            }));
+        }
+        if let Some(waiting) = &mut this.waiting {
+            match waiting.as_mut().poll(cx) {
+                Poll::Ready(()) => this.waiting = None,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Pin::new(&mut this.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
 
 /// A hook held the request: the connection is closed without an answer.
 #[derive(Debug, thiserror::Error)]
@@ -509,7 +707,12 @@ async fn handle(
                 Err(Dropped)
             }
             None => Ok(match stale_at(shared, &info) {
-                Some(at) => stale_read(shared, &info, at).await,
+                Some(at) => {
+                    let authorization = (shared.credentials == Credentials::Client)
+                        .then(|| request.headers().get(header::AUTHORIZATION).cloned())
+                        .flatten();
+                    stale_read(shared, &info, at, authorization).await
+                }
                 _ => match forward(shared, &info, request).await {
                     Ok(upstream) => {
                         run_marks(shared, &marks, HookPosition::After, &info).await;
@@ -666,18 +869,19 @@ async fn forward(
             return Err(status_response(400, info, &message));
         }
     }
-    // The client's token is the placeholder; kube adds the upstream credentials, the host
-    // and the length of the (now whole, so no longer expected) body.
-    copy_end_to_end(
-        &parts.headers,
-        upstream.headers_mut(),
-        &[
+    // With the upstream credentials the client's token is the placeholder, and kube adds
+    // them; with the client's own, its header goes on. kube adds the host and the length of
+    // the (now whole, so no longer expected) body.
+    let skip: &[HeaderName] = match shared.credentials {
+        Credentials::Upstream => &[
             header::AUTHORIZATION,
             header::HOST,
             header::CONTENT_LENGTH,
             header::EXPECT,
         ],
-    );
+        Credentials::Client => &[header::HOST, header::CONTENT_LENGTH, header::EXPECT],
+    };
+    copy_end_to_end(&parts.headers, upstream.headers_mut(), skip);
     shared.upstream.send(upstream).await.map_err(|error| {
         let message = format!(
             "the API proxy failed to reach the apiserver: {}",

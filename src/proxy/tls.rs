@@ -1,5 +1,5 @@
 //! The proxy's TLS identity: a CA made at start and a serving certificate it signs for
-//! 127.0.0.1 and `localhost`, kept in memory (only the CA reaches disk, in the kubeconfig).
+//! 127.0.0.1, `localhost` and the address it listens on, kept in memory (only the CA reaches disk, in the kubeconfig).
 
 use std::sync::Arc;
 
@@ -22,7 +22,7 @@ pub(crate) struct Identity {
 /// Makes a fresh CA and serving certificate, and a server configuration offering only
 /// HTTP/1.1: Go clients then fall back from h2, and connection handling stays one request at
 /// a time per connection.
-pub(crate) fn identity() -> Result<Identity, ProxyError> {
+pub(crate) fn identity(listen: std::net::IpAddr) -> Result<Identity, ProxyError> {
     let certificate = |source| ProxyError::Certificate { source };
     let mut ca_params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
@@ -41,6 +41,9 @@ pub(crate) fn identity() -> Result<Identity, ProxyError> {
     params
         .subject_alt_names
         .push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
+    if !listen.is_loopback() {
+        params.subject_alt_names.push(SanType::IpAddress(listen));
+    }
     params
         .distinguished_name
         .push(DnType::CommonName, "grove-conformance API proxy");
@@ -72,7 +75,7 @@ mod tests {
 
     #[test]
     fn the_identity_offers_http1_only_and_a_pem_ca() {
-        let identity = identity().unwrap();
+        let identity = identity(std::net::Ipv4Addr::LOCALHOST.into()).unwrap();
         assert_eq!(identity.config.alpn_protocols, [b"http/1.1".to_vec()]);
         assert!(identity.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
     }

@@ -16,7 +16,7 @@ use tokio::sync::{
 use super::case::{RunContext, needs_exclusive, run_case_queued};
 use crate::catalog::{Case, Catalog, Profile};
 use crate::implementation::{ImplementationSpec, Instance};
-use crate::proxy::ApiProxy;
+use crate::proxy::{ApiProxy, Credentials, ProxyOptions};
 use crate::report::{CaseResult, Outcome, Recorder, RunEvent, RunResults, TimeSplit};
 use crate::schedule::{self, Durations, Planned};
 use crate::target::TargetHandles;
@@ -182,6 +182,29 @@ async fn start_shared(
     let (proxy, instance) = shared_plan(settings);
     // A shared instance reaches the apiserver through one proxy for the run; per-case
     // instances get one each (`case::lifecycle`).
+    if let ImplementationSpec::Deployment { proxy_address, .. } = &settings.implementation {
+        // A deployed implementation always goes through the proxy, with its own credentials.
+        let options = ProxyOptions {
+            listen: *proxy_address,
+            credentials: Credentials::Client,
+        };
+        let proxy = Arc::new(
+            ApiProxy::start_with(&target.kubeconfig, &settings.log_dir, options)
+                .await
+                .map_err(std::io::Error::other)?,
+        );
+        let log = settings.log_dir.join("implementation.log");
+        let instance = Instance::start_deployed(
+            &settings.implementation,
+            target.client.clone(),
+            &target.kubeconfig,
+            proxy.clone(),
+            &log,
+        )
+        .await
+        .map_err(|e| std::io::Error::other(crate::errors::chain(&e).to_string()))?;
+        return Ok((Some(proxy), Some(Arc::new(AsyncMutex::new(instance)))));
+    }
     let shared_proxy = match proxy {
         true => Some(Arc::new(
             ApiProxy::start(&target.kubeconfig, &settings.log_dir)

@@ -138,7 +138,8 @@ pub(super) fn spread_pods(manifest: &mut Value) {
 }
 
 /// Whether a case needs the cluster to itself: it loses a node, it pauses or crashes an
-/// implementation that serves every case, or it is large ([`LARGE_CASE_PODS`]).
+/// implementation that serves every case or holds back what that one sees (its watches span
+/// every case's namespace), or it is large ([`LARGE_CASE_PODS`]).
 pub fn needs_exclusive(
     case: &Case,
     catalog: &Catalog,
@@ -151,7 +152,7 @@ pub fn needs_exclusive(
             && case
                 .steps
                 .iter()
-                .any(|s| matches!(s.kind, StepKind::Controller(_))))
+                .any(|s| matches!(s.kind, StepKind::Controller(_) | StepKind::Fault(_))))
 }
 
 /// Why a case cannot run here, if it cannot.
@@ -185,9 +186,12 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
                     return Some(reason);
                 }
             }
-            StepKind::Fault(_) if !ctx.implementation.per_case() || !ctx.api_proxy => {
+            StepKind::Fault(_)
+                if !ctx.api_proxy
+                    || (!ctx.implementation.per_case() && ctx.shared_proxy.is_none()) =>
+            {
                 return Some(
-                    "the case holds back what the implementation's watches see, which needs an implementation of its own per case behind the harness's API proxy"
+                    "the case holds back what the implementation's watches see, which needs the implementation behind the harness's API proxy"
                         .into(),
                 );
             }

@@ -205,6 +205,34 @@ pub fn cni_config(cidr: &str) -> String {
 }
 
 /// Writes `content` to `path` inside node container `node`.
+/// The iptables rules that give a node's pods a way out of the cluster, as kind's own CNI
+/// (kindnetd's ip-masq-agent) does: what they send from `own` to anything but the pod CIDRs
+/// leaves with the node's address, so that the harness's machine (the Docker network's
+/// gateway, where the API proxy for a deployed implementation listens) can answer them.
+/// Idempotent: the chain is flushed and refilled.
+pub fn masquerade_script<'a>(own: &str, all: impl Iterator<Item = &'a str>) -> String {
+    let mut script = String::from(
+        "set -e\niptables -t nat -N GROVE-CONFORMANCE-MASQ 2>/dev/null || true\niptables -t nat -F GROVE-CONFORMANCE-MASQ\n",
+    );
+    for cidr in all {
+        script.push_str(&format!(
+            "iptables -t nat -A GROVE-CONFORMANCE-MASQ -d {cidr} -j RETURN\n"
+        ));
+    }
+    script.push_str("iptables -t nat -A GROVE-CONFORMANCE-MASQ -j MASQUERADE\n");
+    script.push_str(&format!(
+        "iptables -t nat -C POSTROUTING -s {own} -j GROVE-CONFORMANCE-MASQ 2>/dev/null || iptables -t nat -A POSTROUTING -s {own} -j GROVE-CONFORMANCE-MASQ\n"
+    ));
+    script
+}
+
+/// Runs `script` with `sh -c` in node container `node`.
+fn run_in_node(node: &str, script: &str) -> Result<(), TargetError> {
+    let mut command = docker::command();
+    command.args(["exec", node, "sh", "-c", script]);
+    run(command).map(|_| ())
+}
+
 fn write_in_node(node: &str, path: &str, content: &str) -> Result<(), TargetError> {
     use std::io::Write;
     let mut child = docker::command()
@@ -290,8 +318,11 @@ pub async fn set_up_nodes(client: &Client, name: &str) -> Result<(), TargetError
             .map(|(other, c)| format!("{other} {c}\n"))
             .collect();
         let (node, cidr) = (node.clone(), cidr.clone());
+        let masquerade = masquerade_script(&cidr, cidrs.iter().map(|(_, c)| c.as_str()));
         tokio::task::spawn_blocking(move || {
             write_in_node(&node, "/etc/grove-conformance/routes", &routes)?;
+            write_in_node(&node, "/etc/grove-conformance/masquerade", &masquerade)?;
+            run_in_node(&node, "sh /etc/grove-conformance/masquerade")?;
             write_in_node(
                 &node,
                 "/etc/cni/net.d/10-grove-conformance.conflist",
@@ -396,8 +427,68 @@ impl Drop for KindCluster {
     }
 }
 
+/// Loads local image `tag` into every node of kind cluster `name` (what `kind load
+/// docker-image` does: `docker save` into each node's containerd), so pods run it without a
+/// registry.
+pub fn load_image(name: &str, tag: &str) -> Result<(), TargetError> {
+    let nodes = node_containers(name)?;
+    if nodes.is_empty() {
+        return Err(TargetError::Kind {
+            command: format!("load {tag}"),
+            detail: format!("kind cluster {name} has no nodes"),
+        });
+    }
+    for node in nodes {
+        let script = format!(
+            "docker save '{tag}' | docker exec -i '{node}' ctr --namespace=k8s.io images import --digests -"
+        );
+        let mut command = Command::new("bash");
+        command.args(["-o", "pipefail", "-c", &script]);
+        run(command)?;
+    }
+    Ok(())
+}
+
+/// The Docker network kind puts its nodes on.
+pub const KIND_NETWORK: &str = "kind";
+
+/// This machine's address on kind's Docker network (the network's IPv4 gateway): what a pod
+/// of a kind cluster reaches the harness at.
+pub fn network_gateway() -> Result<std::net::IpAddr, TargetError> {
+    let mut command = Command::new("docker");
+    command.args([
+        "network",
+        "inspect",
+        KIND_NETWORK,
+        "--format",
+        "{{range .IPAM.Config}}{{.Gateway}} {{end}}",
+    ]);
+    let out = run(command)?;
+    gateway_of(&out).ok_or_else(|| TargetError::Kind {
+        command: format!("docker network inspect {KIND_NETWORK}"),
+        detail: format!("no IPv4 gateway in `{}`", out.trim()),
+    })
+}
+
+/// The first IPv4 address among `gateways` (space separated).
+fn gateway_of(gateways: &str) -> Option<std::net::IpAddr> {
+    gateways
+        .split_whitespace()
+        .filter_map(|g| g.parse::<std::net::IpAddr>().ok())
+        .find(std::net::IpAddr::is_ipv4)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_gateway_is_the_networks_ipv4_one() {
+        assert_eq!(
+            gateway_of("fc00:f853:ccd:e793::1 172.18.0.1 "),
+            Some("172.18.0.1".parse().unwrap())
+        );
+        assert_eq!(gateway_of(""), None);
+    }
+
     use super::*;
 
     fn args(command: &Command) -> Vec<String> {

@@ -130,6 +130,19 @@ fn run_in_cluster(results: &str) -> i32 {
             return report::USAGE;
         }
     };
+    // The runner reads the log for progress from the start: it says at once what will run.
+    if let Ok(catalog) = super::load(&args.catalog)
+        && let Ok(selected) = run::select(&catalog, &args)
+    {
+        let _ = std::fs::write(
+            PathBuf::from(results).join("e2e.log"),
+            format!(
+                "Will run {} of {} specs\n",
+                selected.len(),
+                catalog.cases.len()
+            ),
+        );
+    }
     run::run(&args).unwrap_or_else(|code| code)
 }
 

@@ -40,7 +40,7 @@ enum ProfileArg {
 pub(crate) struct RunArgs {
     /// Folder holding `cases/` and `fixtures/`.
     #[arg(long, default_value = ".")]
-    catalog: PathBuf,
+    pub(crate) catalog: PathBuf,
     /// Run against the cluster of this kubeconfig instead of the embedded one.
     #[arg(long, env = "GROVE_CONFORMANCE_KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
@@ -670,4 +670,77 @@ pub(crate) fn write_reports(
     };
     let record = RunRecord::new(identity, args.shard, &reports.date, results);
     reports.write(results, &record);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn spec_texts_carry_area_name_clauses_and_profile() {
+        let catalog = catalog::load_catalog(Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let case = catalog
+            .cases
+            .iter()
+            .find(|c| c.name == "all-pods-succeed-completes-clique")
+            .unwrap();
+        let text = spec_text(case);
+        assert!(text.starts_with(&format!(
+            "[{}] all-pods-succeed-completes-clique [",
+            case.area
+        )));
+        assert!(text.ends_with(" [Conformance]"), "{text}");
+        let focus = regex::Regex::new(r"\[Conformance\]").unwrap();
+        let core = catalog
+            .cases
+            .iter()
+            .filter(|c| focus.is_match(&spec_text(c)))
+            .count();
+        let expected = catalog
+            .cases
+            .iter()
+            .filter(|c| c.profile == Profile::Core)
+            .count();
+        assert_eq!(core, expected);
+    }
+
+    #[test]
+    fn the_e2e_log_counts_a_bullet_per_finished_case() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e2e.log");
+        let mut log = E2eLog::new(path.clone(), 10);
+        log.on_event(&report::RunEvent::RunStarted { cases: 2 });
+        let result = |name: &str, outcome: report::Outcome| {
+            report::RunEvent::CaseFinished(Box::new(report::CaseResult {
+                case: name.into(),
+                area: "a".into(),
+                clauses: vec![],
+                profile: Profile::Core,
+                outcome,
+                duration: Duration::from_millis(1500),
+                time: Default::default(),
+                crash_points: vec![],
+            }))
+        };
+        log.on_event(&result("one", report::Outcome::Pass));
+        log.on_event(&result(
+            "two",
+            report::Outcome::Skip {
+                reason: "why".into(),
+            },
+        ));
+        log.on_event(&report::RunEvent::RunFinished {
+            duration: Duration::from_secs(3),
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("Will run 2 of 10 specs\n"), "{text}");
+        assert_eq!(text.matches('•').count(), 2, "{text}");
+        assert!(text.contains("• [PASS] one (1.5s)"), "{text}");
+        assert!(text.contains("• [SKIP] two (1.5s): why"), "{text}");
+        assert!(
+            text.contains("SUCCESS! -- 1 Passed | 0 Failed | 0 Pending | 1 Skipped"),
+            "{text}"
+        );
+    }
 }

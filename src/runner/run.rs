@@ -193,7 +193,7 @@ async fn start_shared(
                 .await
                 .map_err(std::io::Error::other)?,
         );
-        let log = settings.log_dir.join("implementation.log");
+        let log = settings.log_dir.join(super::case::SHARED_LOG);
         let instance = Instance::start_deployed(
             &settings.implementation,
             target.client.clone(),
@@ -219,7 +219,7 @@ async fn start_shared(
     let kubeconfig = shared_proxy
         .as_ref()
         .map_or(target.kubeconfig.as_path(), |p| p.kubeconfig());
-    let log = settings.log_dir.join("implementation.log");
+    let log = settings.log_dir.join(super::case::SHARED_LOG);
     let instance = Instance::start(&settings.implementation, kubeconfig, None, &log)
         .await
         .map_err(std::io::Error::other)?;

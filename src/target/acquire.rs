@@ -162,6 +162,11 @@ pub async fn acquire(
             tracing::info!(took = ?started.elapsed(), "kind cluster {} ready", cluster.name);
             NodeControl::DockerContainers
         }
+        // A kubeconfig naming a kind cluster of this machine: its nodes are containers the
+        // harness can stop as well.
+        None if super::kind::nodes_are_local_containers(&client).await => {
+            NodeControl::DockerContainers
+        }
         None => NodeControl::Unavailable,
     };
     let pods = PodDriver::Real(RealPods::new(client.clone(), nodes));

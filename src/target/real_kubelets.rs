@@ -471,6 +471,17 @@ impl RealPods {
         let mut start = docker::command();
         start.args(["start", node]);
         run(start, &format!("docker start {node}")).await?;
+        // A restarted container has a new network namespace: the masquerade rule that lets
+        // its pods reach this machine (`kind::masquerade_script`) goes back in.
+        let mut masquerade = docker::command();
+        masquerade.args([
+            "exec",
+            node,
+            "sh",
+            "-c",
+            "[ ! -f /etc/grove-conformance/masquerade ] || sh /etc/grove-conformance/masquerade",
+        ]);
+        run(masquerade, &format!("docker exec {node} (masquerade)")).await?;
         Ok(victims.into_iter().map(|(_, _, uid)| uid).collect())
     }
 

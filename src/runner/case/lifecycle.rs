@@ -254,8 +254,15 @@ fn monitor_verdicts(ctx: &CaseRun<'_>) -> Vec<Violation> {
     violations
 }
 
-/// Where a case's implementation log goes.
+/// The log of an implementation instance that serves every case.
+pub const SHARED_LOG: &str = "implementation.log";
+
+/// Where a case's implementation log goes: its own for a per-case instance, the run's for an
+/// instance that serves every case.
 fn log_path(run: &RunContext, case: &Case) -> PathBuf {
+    if !run.implementation.per_case() {
+        return run.log_dir.join(SHARED_LOG);
+    }
     run.log_dir.join(format!("{}.log", case.name))
 }
 
@@ -409,7 +416,7 @@ async fn tear_down(
                 log.display()
             ));
         }
-    } else if log.exists() {
+    } else if log.exists() && run.implementation.per_case() {
         let _ = std::fs::remove_file(&log);
     }
     outcome

@@ -27,7 +27,9 @@ mod verdict;
 mod writes;
 
 pub use expect::DEFAULT_WITHIN;
-pub use lifecycle::{CASE_LABEL, DEFAULT_CASE_TIMEOUT, RunContext, run_case, run_case_queued};
+pub use lifecycle::{
+    CASE_LABEL, DEFAULT_CASE_TIMEOUT, RunContext, SHARED_LOG, run_case, run_case_queued,
+};
 pub use requirements::{
     LARGE_CASE_PODS, fixture_pods, is_large, loses_node, needs_exclusive, skip_reason,
 };

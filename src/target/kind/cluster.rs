@@ -100,6 +100,40 @@ pub fn node_containers(name: &str) -> Result<Vec<String>, TargetError> {
     Ok(names)
 }
 
+/// Whether every node of the cluster `client` reaches is a kind node container of this
+/// machine's Docker engine (so the harness can stop and start them).
+pub async fn nodes_are_local_containers(client: &Client) -> bool {
+    let Ok(list) = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    else {
+        return false;
+    };
+    let names: Vec<String> = list
+        .items
+        .iter()
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
+    if names.is_empty() {
+        return false;
+    }
+    let containers = tokio::task::spawn_blocking(|| {
+        let mut command = docker::command();
+        command.args([
+            "ps",
+            "--filter",
+            "label=io.x-k8s.kind.cluster",
+            "--format",
+            "{{.Names}}",
+        ]);
+        run(command).unwrap_or_default()
+    })
+    .await
+    .unwrap_or_default();
+    let containers: Vec<&str> = containers.lines().collect();
+    names.iter().all(|n| containers.contains(&n.as_str()))
+}
+
 /// Deletes what a killed harness left of cluster `name`, if anything.
 pub fn reap(kind: &Path, name: &str) -> Result<(), TargetError> {
     if node_containers(name)?.is_empty() {

@@ -86,8 +86,9 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "NAME", requires = "implementation_deployment")]
     implementation_container: Option<String>,
     /// The address the API proxy listens on for a deployed implementation: one of this
-    /// machine (or pod) that the cluster's pods reach (default: on kind, this machine's
-    /// address on kind's Docker network; inside a pod, the pod's IP).
+    /// machine (or pod) that the cluster's pods reach (default: inside a pod, the pod's IP; on
+    /// kind, or with a kubeconfig whose apiserver is on loopback as kind's is, this machine's
+    /// address on kind's Docker network).
     #[arg(long, value_name = "IP", requires = "implementation_deployment")]
     proxy_address: Option<std::net::IpAddr>,
     /// How long the deployed implementation's pods, once Ready, may take to send their first
@@ -613,7 +614,7 @@ fn default_proxy_address(args: &RunArgs) -> Result<std::net::IpAddr, i32> {
     if let Some(ip) = grove_conformance::host::in_cluster::pod_ip() {
         return Ok(ip);
     }
-    if args.target_options().kind {
+    if args.target_options().kind || kubeconfig_on_loopback(args) {
         return target::kind::network_gateway().map_err(|e| {
             eprintln!(
                 "error: the API proxy's address on kind's network: {:#}",
@@ -623,9 +624,44 @@ fn default_proxy_address(args: &RunArgs) -> Result<std::net::IpAddr, i32> {
         });
     }
     eprintln!(
-        "error: --implementation-deployment needs --proxy-address: an address of this machine that the cluster's pods reach (the API proxy listens there)"
+        "error: --implementation-deployment needs --proxy-address here: an address of this machine that the cluster's pods reach (the API proxy listens there; on kind, or a kubeconfig whose apiserver is on loopback, it is kind's network gateway)"
     );
     Err(report::USAGE)
+}
+
+/// Whether `--kubeconfig` names an apiserver on this machine's loopback (as kind's port
+/// mapping does), so that kind's network is where its pods reach this machine.
+fn kubeconfig_on_loopback(args: &RunArgs) -> bool {
+    let Some(path) = &args.kubeconfig else {
+        return false;
+    };
+    let Ok(config) = kube::config::Kubeconfig::read_from(path) else {
+        return false;
+    };
+    let context = args
+        .context
+        .clone()
+        .or_else(|| config.current_context.clone());
+    let cluster = config
+        .contexts
+        .iter()
+        .find(|c| Some(&c.name) == context.as_ref())
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.clone());
+    config
+        .clusters
+        .iter()
+        .find(|c| Some(&c.name) == cluster.as_ref())
+        .and_then(|c| c.cluster.as_ref())
+        .and_then(|c| c.server.as_deref())
+        .and_then(|s| s.parse::<http::Uri>().ok())
+        .and_then(|u| u.host().map(str::to_string))
+        .is_some_and(|h| {
+            h == "localhost"
+                || h.trim_matches(['[', ']'])
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        })
 }
 
 /// Name and version of the implementation for the report.

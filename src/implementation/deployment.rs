@@ -269,19 +269,10 @@ impl Deployed {
         log: &Path,
     ) -> Result<Deployed, DeploymentError> {
         let api: Api<Deployment> = Api::namespaced(client.clone(), &target.namespace);
-        let api_error = |action: &str| {
-            let deployment = target.to_string();
-            let action = action.to_string();
-            move |source| DeploymentError::Api {
-                deployment,
-                action,
-                source,
-            }
-        };
         let Some(mut found) = api
             .get_opt(&target.name)
             .await
-            .map_err(api_error("read it"))?
+            .map_err(api_error(target, "read it"))?
         else {
             return Err(DeploymentError::Missing(target.to_string()));
         };
@@ -295,12 +286,18 @@ impl Deployed {
             );
             restore(&client, target).await?;
             wait_rollout(&client, target).await?;
-            found = api.get(&target.name).await.map_err(api_error("read it"))?;
+            found = api
+                .get(&target.name)
+                .await
+                .map_err(api_error(target, "read it"))?;
         }
         if !rolled_out(&found) {
             // A rollout under way (another run's restore, say): judge it once it is done.
             wait_rollout(&client, target).await?;
-            found = api.get(&target.name).await.map_err(api_error("read it"))?;
+            found = api
+                .get(&target.name)
+                .await
+                .map_err(api_error(target, "read it"))?;
         }
         let ready = found
             .status
@@ -341,16 +338,6 @@ impl Deployed {
     }
 
     async fn point_at_proxy(&mut self, mut found: Deployment) -> Result<(), DeploymentError> {
-        let target = self.target.clone();
-        let api_error = |action: &str| {
-            let deployment = target.to_string();
-            let action = action.to_string();
-            move |source| DeploymentError::Api {
-                deployment,
-                action,
-                source,
-            }
-        };
         let configmap = configmap_name(&self.target);
         let cm: ConfigMap = serde_json::from_value(json!({
             "metadata": {"name": configmap, "labels": {"app.kubernetes.io/managed-by": "grove-conformance"}},
@@ -365,6 +352,7 @@ impl Deployed {
         cms.create(&PostParams::default(), &cm)
             .await
             .map_err(api_error(
+                &self.target,
                 "create the ConfigMap with the proxy's kubeconfig",
             ))?;
         let marker = serde_json::to_string(&self.original.template).unwrap_or_default();
@@ -382,7 +370,10 @@ impl Deployed {
         Api::<Deployment>::namespaced(self.client.clone(), &self.target.namespace)
             .replace(&self.target.name, &PostParams::default(), &found)
             .await
-            .map_err(api_error("point its pod template at the API proxy"))?;
+            .map_err(api_error(
+                &self.target,
+                "point its pod template at the API proxy",
+            ))?;
         wait_rollout(&self.client, &self.target).await?;
         self.pods = self.serving_pods(&[]).await?;
         self.wait_traffic().await
@@ -614,6 +605,17 @@ impl Drop for Deployed {
     }
 }
 
+/// Maps a failed request about `target` while doing `action` to [`DeploymentError::Api`].
+fn api_error(target: &DeploymentRef, action: &str) -> impl FnOnce(kube::Error) -> DeploymentError {
+    let deployment = target.to_string();
+    let action = action.to_string();
+    move |source| DeploymentError::Api {
+        deployment,
+        action,
+        source,
+    }
+}
+
 /// Whether `pod` is Ready.
 fn is_ready(pod: &Pod) -> bool {
     pod.status
@@ -655,20 +657,12 @@ fn choose_container(
 /// without the marker is left as it is.
 pub async fn restore(client: &Client, target: &DeploymentRef) -> Result<(), DeploymentError> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), &target.namespace);
-    let api_error = |action: &'static str| {
-        let deployment = target.to_string();
-        move |source| DeploymentError::Api {
-            deployment,
-            action: action.to_string(),
-            source,
-        }
-    };
     // A conflict means someone else wrote it meanwhile: read again and retry.
     for _ in 0..10 {
         let Some(mut found) = api
             .get_opt(&target.name)
             .await
-            .map_err(api_error("read it"))?
+            .map_err(api_error(target, "read it"))?
         else {
             return Err(DeploymentError::Missing(target.to_string()));
         };
@@ -690,7 +684,7 @@ pub async fn restore(client: &Client, target: &DeploymentRef) -> Result<(), Depl
         {
             Ok(_) => break,
             Err(kube::Error::Api(status)) if status.code == 409 => continue,
-            Err(e) => return Err(api_error("put its original pod template back")(e)),
+            Err(e) => return Err(api_error(target, "put its original pod template back")(e)),
         }
     }
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &target.namespace);

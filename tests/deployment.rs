@@ -40,13 +40,14 @@ const NAME: &str = "grove-reference-operator";
 
 /// The cases run against the deployed operator: the seeds' kind subset, and one of each
 /// control the deployment mode adds (a pause, a crash while down, a pinned crash, a hold).
-const CASES: [&str; 9] = [
+const CASES: [&str; 10] = [
     "leader-completes-while-worker-fails",
     "evicted-pod-fails-clique",
-    "evicted-unschedulable-pending-pod",
-    "regular-member-cleaned-up-when-group",
+    "evicted-unschedulable-pending-pod-fails-clique",
+    "regular-member-cleaned-up-when-group-completes",
     "budget-exhausted-fails-job",
     "node-loss-fails-clique",
+    "pod-vanishes-while-controller-paused-fails-clique",
     "pod-vanishes-while-controller-down-fails-clique",
     "crash-at-first-deletion-of-a-restart",
     "group-restart-seen-late-by-the-clique-cache",
@@ -159,16 +160,29 @@ fn junit_counts(path: &Path) -> (usize, usize, usize, usize) {
     )
 }
 
-/// The Hydrophone binary: `HYDROPHONE`, else `hydrophone` on PATH.
-fn hydrophone() -> Option<PathBuf> {
+/// The Hydrophone binary: `HYDROPHONE`, else `hydrophone` on PATH; or why there is none.
+fn hydrophone() -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os("HYDROPHONE") {
-        return Some(PathBuf::from(path));
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!(
+                "HYDROPHONE names {}, which is not a file",
+                path.display()
+            ))
+        };
     }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join("hydrophone"))
-            .find(|p| p.is_file())
-    })
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|p| p.join("hydrophone"))
+                .find(|p| p.is_file())
+        })
+        .ok_or_else(|| {
+            "no Hydrophone binary (set HYDROPHONE, or `go install sigs.k8s.io/hydrophone@v0.8.0`)"
+                .to_string()
+        })
 }
 
 fn spec_of(name: &str, proxy_address: std::net::IpAddr) -> ImplementationSpec {
@@ -286,7 +300,14 @@ fn the_deployed_reference_operator_passes_with_every_fault_and_is_restored() {
             .filter(|c| CASES.contains(&c.name.as_str()))
             .cloned()
             .collect();
-        assert_eq!(cases.len(), CASES.len());
+        assert_eq!(
+            cases
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<std::collections::BTreeSet<_>>(),
+            CASES.into_iter().collect(),
+            "a case of the deployed subset is missing from the catalog"
+        );
         let settings = RunSettings {
             implementation: spec_of(NAME, gateway),
             vocab: Vocabulary::new(Revision::default()),
@@ -375,11 +396,12 @@ fn the_deployed_reference_operator_passes_with_every_fault_and_is_restored() {
     );
 
     // The harness in the cluster, run by Hydrophone, against the same deployed operator.
-    let Some(hydrophone) = hydrophone() else {
-        eprintln!(
-            "skipped: the Hydrophone part: no Hydrophone binary (set HYDROPHONE, or `go install sigs.k8s.io/hydrophone@v0.8.0`)"
-        );
-        return;
+    let hydrophone = match hydrophone() {
+        Ok(path) => path,
+        Err(why) => {
+            eprintln!("skipped: the Hydrophone part: {why}");
+            return;
+        }
     };
     let conformance = format!("grove-conformance-test/conformance:{}", std::process::id());
     let busybox = format!("grove-conformance-test/busybox:{}", std::process::id());

@@ -5,10 +5,11 @@
 //! held watches. Then what must never be left changed: the Deployment after the run, after a
 //! harness killed outright (the marker), after SIGINT, and after each kind of bad input.
 //!
-//! Last, the harness itself in the cluster: its conformance image run by Hydrophone
-//! (`HYDROPHONE`, or `hydrophone` on PATH) against the same deployed operator, whose JUnit
-//! must count what a direct run of the same focus counts; without a Hydrophone binary that
-//! part says `skipped:` with the reason.
+//! Last, the harness itself in the cluster against the same deployed operator: its
+//! conformance image run as the Job of `in-cluster/job.yaml`, then by Hydrophone
+//! (`HYDROPHONE`, or `hydrophone` on PATH); each JUnit must count what a direct run of the
+//! same focus counts. Without a Hydrophone binary that last part says `skipped:` with the
+//! reason.
 //!
 //! Needs `GROVE_CONFORMANCE_TARGET=kind` (a Deployment's pods need real kubelets); on any
 //! other target it says `skipped:` with the reason and checks nothing else.
@@ -64,29 +65,132 @@ async fn apply_manifests(client: &Client, dir: &Path, image: &str) {
         .collect();
     // The namespace first.
     files.sort_by_key(|p| !p.ends_with("namespace.yaml"));
-    let params = PatchParams::apply("grove-conformance-test").force();
+    let mut objects = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(&file).unwrap();
-        let mut object: serde_json::Value = serde_yaml::from_str(&text).unwrap();
-        if object["kind"] == "Deployment" {
-            object["spec"]["template"]["spec"]["containers"][0]["image"] = image.into();
+        for mut object in documents(&file) {
+            if object["kind"] == "Deployment" {
+                object["spec"]["template"]["spec"]["containers"][0]["image"] = image.into();
+            }
+            objects.push(object);
         }
+    }
+    apply_objects(client, objects).await;
+}
+
+/// The YAML documents of `file`.
+fn documents(file: &Path) -> Vec<serde_json::Value> {
+    use serde::Deserialize;
+    let text = std::fs::read_to_string(file).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde_json::Value::deserialize(doc).unwrap())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// Server-side applies `objects`, in order.
+async fn apply_objects(client: &Client, objects: Vec<serde_json::Value>) {
+    let params = PatchParams::apply("grove-conformance-test").force();
+    for object in objects {
         let object: DynamicObject = serde_json::from_value(object).unwrap();
-        let types = object.types.clone().unwrap();
-        let gvk = kube::core::GroupVersionKind::try_from(&types).unwrap();
-        let (resource, caps) = pinned_kind(client, &gvk).await.unwrap();
-        let api: Api<DynamicObject> = match caps.scope {
-            Scope::Namespaced => Api::namespaced_with(
-                client.clone(),
-                object.namespace().as_deref().unwrap_or("default"),
-                &resource,
-            ),
-            Scope::Cluster => Api::all_with(client.clone(), &resource),
-        };
+        let api = dynamic_api(client, &object).await;
         api.patch(&object.name_any(), &params, &Patch::Apply(&object))
             .await
-            .unwrap_or_else(|e| panic!("applying {}: {e}", file.display()));
+            .unwrap_or_else(|e| panic!("applying {}: {e}", object.name_any()));
     }
+}
+
+/// The API of `object`'s kind, in its namespace when it has one.
+async fn dynamic_api(client: &Client, object: &DynamicObject) -> Api<DynamicObject> {
+    let types = object.types.clone().unwrap();
+    let gvk = kube::core::GroupVersionKind::try_from(&types).unwrap();
+    let (resource, caps) = pinned_kind(client, &gvk).await.unwrap();
+    match caps.scope {
+        Scope::Namespaced => Api::namespaced_with(
+            client.clone(),
+            object.namespace().as_deref().unwrap_or("default"),
+            &resource,
+        ),
+        Scope::Cluster => Api::all_with(client.clone(), &resource),
+    }
+}
+
+/// Runs `in-cluster/job.yaml` as its comments say, with `image` and `focus`: the exit code of
+/// its conformance container, and the JUnit file and `done` file it left in the results
+/// container. Deletes what it applied.
+async fn run_job(
+    client: &Client,
+    manifest: &Path,
+    image: &str,
+    focus: &str,
+) -> (i32, String, String) {
+    use tokio::io::AsyncReadExt;
+    let mut objects = documents(manifest);
+    for object in &mut objects {
+        if object["kind"] != "Job" {
+            continue;
+        }
+        let containers = &mut object["spec"]["template"]["spec"]["containers"];
+        for container in containers.as_array_mut().unwrap() {
+            container["image"] = image.into();
+            for env in container["env"].as_array_mut().into_iter().flatten() {
+                if env["name"] == "E2E_FOCUS" {
+                    env["value"] = focus.into();
+                }
+            }
+        }
+    }
+    apply_objects(client, objects.clone()).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(client.clone(), "grove-conformance");
+    let selector = kube::api::ListParams::default().labels("job-name=grove-conformance");
+    let deadline = Instant::now() + Duration::from_secs(900);
+    let (pod, code) = loop {
+        let found = pods.list(&selector).await.unwrap();
+        let ended = found.items.iter().find_map(|p| {
+            let statuses = p.status.as_ref()?.container_statuses.as_ref()?;
+            let conformance = statuses.iter().find(|c| c.name == "conformance")?;
+            let terminated = conformance.state.as_ref()?.terminated.as_ref()?;
+            Some((p.name_any(), terminated.exit_code))
+        });
+        if let Some(ended) = ended {
+            break ended;
+        }
+        assert!(Instant::now() < deadline, "the Job's run never ended");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    let read = |path: &'static str| {
+        let pods = pods.clone();
+        let pod = pod.clone();
+        async move {
+            let params = kube::api::AttachParams::default()
+                .container("results")
+                .stdout(true)
+                .stderr(false);
+            let mut process = pods
+                .exec(&pod, ["cat", path], &params)
+                .await
+                .unwrap_or_else(|e| panic!("reading {path} in {pod}: {e}"));
+            let mut text = String::new();
+            process
+                .stdout()
+                .unwrap()
+                .read_to_string(&mut text)
+                .await
+                .unwrap();
+            let _ = process.join().await;
+            text
+        }
+    };
+    let junit = read("/tmp/results/junit_01.xml").await;
+    let done = read("/tmp/results/done").await;
+    // What it applied goes, the namespace (and the Job in it) last.
+    let params = kube::api::DeleteParams::background();
+    for object in objects.into_iter().rev() {
+        let object: DynamicObject = serde_json::from_value(object).unwrap();
+        let api = dynamic_api(client, &object).await;
+        let _ = api.delete(&object.name_any(), &params).await;
+    }
+    (code, junit, done)
 }
 
 /// Waits until Deployment `name` has a ready replica.
@@ -151,6 +255,11 @@ async fn deaf(client: &Client, name: &str, replicas: i32) {
 /// (testcases, failures, errors, skipped) in a JUnit file.
 fn junit_counts(path: &Path) -> (usize, usize, usize, usize) {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    junit_text_counts(&text)
+}
+
+/// (testcases, failures, errors, skipped) in a JUnit document.
+fn junit_text_counts(text: &str) -> (usize, usize, usize, usize) {
     let count = |tag: &str| text.matches(tag).count();
     (
         count("<testcase "),
@@ -395,14 +504,9 @@ fn the_deployed_reference_operator_passes_with_every_fault_and_is_restored() {
         "SIGINT left the Deployment changed"
     );
 
-    // The harness in the cluster, run by Hydrophone, against the same deployed operator.
-    let hydrophone = match hydrophone() {
-        Ok(path) => path,
-        Err(why) => {
-            eprintln!("skipped: the Hydrophone part: {why}");
-            return;
-        }
-    };
+    // The harness in the cluster against the same deployed operator: its image, run first
+    // as the Job of `in-cluster/job.yaml`, then by Hydrophone; each must count what a direct
+    // run of the same focus counts.
     let conformance = format!("grove-conformance-test/conformance:{}", std::process::id());
     let busybox = format!("grove-conformance-test/busybox:{}", std::process::id());
     image::build(harness, &conformance, Role::Conformance, &root).unwrap();
@@ -437,6 +541,33 @@ fn the_deployed_reference_operator_passes_with_every_fault_and_is_restored() {
         "the direct run failed:\n{}",
         String::from_utf8_lossy(&run.stderr)
     );
+    let direct_counts = junit_counts(&direct.path().join("junit.xml"));
+    assert_eq!(direct_counts, (3, 0, 0, 0));
+
+    let started = Instant::now();
+    let (code, junit, done) = runtime.block_on(run_job(
+        &client,
+        &root.join("in-cluster/job.yaml"),
+        &conformance,
+        focus,
+    ));
+    eprintln!("the Job took {:.0?}", started.elapsed());
+    assert_eq!(code, 0, "the Job's run failed:\n{junit}");
+    assert_eq!(done.trim(), "/tmp/results/junit_01.xml", "{done}");
+    assert_eq!(junit_text_counts(&junit), direct_counts, "{junit}");
+    assert_eq!(
+        runtime.block_on(view(&client, NAME)),
+        before,
+        "the Job's run left the Deployment changed"
+    );
+
+    let hydrophone = match hydrophone() {
+        Ok(path) => path,
+        Err(why) => {
+            eprintln!("skipped: the Hydrophone part: {why}");
+            return;
+        }
+    };
     let through = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let out = Command::new("timeout")
@@ -468,8 +599,7 @@ fn the_deployed_reference_operator_passes_with_every_fault_and_is_restored() {
     assert!(e2e.contains("Will run 3 of"), "{e2e}");
     assert_eq!(e2e.matches('•').count(), 3, "{e2e}");
     let counted = junit_counts(&through.path().join("junit_01.xml"));
-    assert_eq!(counted, junit_counts(&direct.path().join("junit.xml")));
-    assert_eq!(counted, (3, 0, 0, 0), "{said}");
+    assert_eq!(counted, direct_counts, "{said}");
     assert_eq!(
         runtime.block_on(view(&client, NAME)),
         before,

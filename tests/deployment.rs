@@ -273,25 +273,19 @@ fn junit_text_counts(text: &str) -> (usize, usize, usize, usize) {
 fn hydrophone() -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os("HYDROPHONE") {
         let path = PathBuf::from(path);
-        return if path.is_file() {
+        return if grove_conformance::host::is_executable(&path) {
             Ok(path)
         } else {
             Err(format!(
-                "HYDROPHONE names {}, which is not a file",
+                "HYDROPHONE names {}, which is not an executable file",
                 path.display()
             ))
         };
     }
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|p| p.join("hydrophone"))
-                .find(|p| p.is_file())
-        })
-        .ok_or_else(|| {
-            "no Hydrophone binary (set HYDROPHONE, or `go install sigs.k8s.io/hydrophone@v0.8.0`)"
-                .to_string()
-        })
+    grove_conformance::host::which("hydrophone").ok_or_else(|| {
+        "no Hydrophone binary (set HYDROPHONE, or `go install sigs.k8s.io/hydrophone@v0.8.0`)"
+            .to_string()
+    })
 }
 
 fn spec_of(name: &str, proxy_address: std::net::IpAddr) -> ImplementationSpec {

@@ -11,4 +11,4 @@ pub mod in_cluster;
 pub mod logging;
 pub mod process;
 
-pub use fs::{free_port, write_private};
+pub use fs::{free_port, is_executable, which, write_private};

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::host::docker;
+use crate::host::{docker, is_executable};
 use crate::target::embedded::provision::{
     self, Builder, KUBERNETES_VERSION, ProvisionError, ProvisionOptions, default_cache_root, io_err,
 };
@@ -65,11 +65,6 @@ pub struct KindAssets {
     pub bin_dir: PathBuf,
     /// The node image tag.
     pub node_image: String,
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Resolves the kind assets, building what is missing when `options.allow_build`. `harness`

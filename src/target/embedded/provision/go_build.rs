@@ -2,11 +2,12 @@
 
 use std::path::Path;
 
+use crate::host::is_executable;
+
 use super::builder::Builder;
 use super::builder::lock_build;
 use super::resolve::{
     Component, ETCD_VERSION, KUBERNETES_VERSION, ProvisionError, cache_bin_dir, io_err,
-    is_executable,
 };
 
 /// The replace lines a wrapper module needs: every staging module `k8s.io/X v0.0.0` that

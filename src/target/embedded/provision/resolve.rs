@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::go_build::build;
+use crate::host::{is_executable, which};
 
 /// The Kubernetes version the embedded control plane runs.
 pub const KUBERNETES_VERSION: &str = "v1.34.4";
@@ -193,11 +194,6 @@ pub fn cache_bin_dir(root: &Path) -> PathBuf {
         .join(format!("k8s-{KUBERNETES_VERSION}-etcd-{ETCD_VERSION}"))
 }
 
-pub(super) fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
 /// Looks a binary up in the overrides and `$KUBEBUILDER_ASSETS` (steps 1 and 2), given the
 /// environment as a lookup function so the order can be tested without touching the process.
 pub fn lookup_configured(
@@ -284,13 +280,5 @@ pub fn resolve(options: &ProvisionOptions) -> Result<Binaries, ProvisionError> {
         kube_apiserver,
         kube_controller_manager,
         origins: [o1, o2, o3],
-    })
-}
-
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(program))
-            .find(|p| is_executable(p))
     })
 }

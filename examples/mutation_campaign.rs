@@ -102,7 +102,7 @@ fn parse_options() -> Result<Options, String> {
 
 /// The mutants of `files` (a path, or a folder when it ends in `/`; every mutant when there
 /// are none), in their listed order. With `sample`, only that many of them: those whose names
-/// hash lowest under `seed`, so the same sample comes back on every run and a campaign over
+/// hash lowest under `seed` (see [`sample_keys`]), so the same sample comes back on every run and a campaign over
 /// it resumes like any other.
 fn select<'a>(
     mutants: &'a [Value],
@@ -117,22 +117,50 @@ fn select<'a>(
                 .iter()
                 .any(|f| file == f || (f.ends_with('/') && file.starts_with(f.as_str())))
     };
-    let mut selected: Vec<(usize, &Value)> =
-        mutants.iter().filter(|m| in_files(m)).enumerate().collect();
-    if let Some(n) = sample {
-        // FNV-1a: stable across platforms and Rust versions, unlike the std hasher.
-        let hash = |m: &Value| {
-            let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
-            for b in m["name"].as_str().unwrap_or_default().bytes() {
-                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-            }
-            h
-        };
-        selected.sort_by_key(|(_, m)| hash(m));
-        selected.truncate(n);
-        selected.sort_by_key(|(i, _)| *i);
-    }
-    selected.into_iter().map(|(_, m)| m).collect()
+    let selected: Vec<&Value> = mutants.iter().filter(|m| in_files(m)).collect();
+    let Some(n) = sample else {
+        return selected;
+    };
+    // FNV-1a: stable across platforms and Rust versions, unlike the std hasher.
+    let hash = |key: &str| {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
+        for b in key.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        h
+    };
+    let mut ranked: Vec<(u64, usize, &Value)> = sample_keys(&selected)
+        .iter()
+        .zip(selected)
+        .enumerate()
+        .map(|(i, (key, m))| (hash(key), i, m))
+        .collect();
+    ranked.sort_by_key(|&(h, i, _)| (h, i));
+    ranked.truncate(n);
+    ranked.sort_by_key(|&(_, i, _)| i);
+    ranked.into_iter().map(|(_, _, m)| m).collect()
+}
+
+/// What names each mutant whatever line it is on, so that editing a file elsewhere leaves a
+/// sample as it was: its file, its description (the name without `file:line:column: `), and
+/// how many mutants of that file with that description come before it in the list.
+fn sample_keys(mutants: &[&Value]) -> Vec<String> {
+    let mut seen = std::collections::HashMap::<(String, String), usize>::new();
+    mutants
+        .iter()
+        .map(|m| {
+            let name = m["name"].as_str().unwrap_or_default();
+            let file = m["file"].as_str().unwrap_or_default().to_string();
+            let what = name
+                .split_once(": ")
+                .map_or(name, |(_, what)| what)
+                .to_string();
+            let nth = seen.entry((file.clone(), what.clone())).or_default();
+            let key = format!("{file}: {what} #{nth}");
+            *nth += 1;
+            key
+        })
+        .collect()
 }
 
 /// The mutants of `selected` in `shard`: the I-th, (I+N)-th, ... of them (from 1).
@@ -484,6 +512,28 @@ mod tests {
         // A sample of a larger one holds the smaller one: raising `--sample` only adds.
         let more = names(select(&mutants, &folder, Some(8), 1));
         assert!(a.iter().all(|n| more.contains(n)), "{a:?} {more:?}");
+    }
+
+    #[test]
+    fn a_sample_stays_when_lines_move() {
+        let list = |shift: u32| -> Vec<Value> {
+            (0..30)
+                .map(|i| {
+                    // Three mutants share each description, told apart by their order.
+                    let line = 10 * i + if i > 12 { shift } else { 0 };
+                    json!({"name": format!("f.rs:{line}:5: replace m{} with true", i / 3), "file": "f.rs"})
+                })
+                .collect()
+        };
+        let (before, after) = (list(0), list(7));
+        let picked = |mutants: &[Value]| -> Vec<usize> {
+            select(mutants, &[], Some(9), 3)
+                .iter()
+                .map(|m| mutants.iter().position(|x| std::ptr::eq(x, *m)).unwrap())
+                .collect()
+        };
+        assert_eq!(picked(&before).len(), 9);
+        assert_eq!(picked(&before), picked(&after));
     }
 
     #[test]

@@ -244,7 +244,12 @@ impl Events {
 const WRITTEN_LIMIT: usize = 10_000;
 
 /// How long pods just created may take to show in the cache before the cache is believed.
-const CREATED_PATIENCE: Duration = Duration::from_secs(5);
+/// A watch delivers every event in order, however late, so waiting for it is what keeps a
+/// pod that Succeeded and vanished before the cache showed it from being read as lost (E3);
+/// the patience only bounds the wait for a create whose pod the watch will never show (one
+/// that made nothing, or a relist that skipped it). Watches lag by seconds on a loaded
+/// cluster, so it is long.
+const CREATED_PATIENCE: Duration = Duration::from_secs(30);
 
 /// What a delete must still find to go ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

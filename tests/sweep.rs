@@ -111,3 +111,48 @@ fn an_unknown_pattern_is_refused_with_the_choices() {
         text(&done)
     );
 }
+
+#[test]
+fn a_sweep_of_nothing_it_can_sweep_is_no_pass() {
+    // Every case of the `leader-driven` area judges PodCliqueSet outcomes, which the
+    // `grove-pr-728` revision does not have; a sweep of none of them is not a pass, and no
+    // cluster starts for it.
+    let done = harness(&[
+        "sweep",
+        "--pattern",
+        "stale",
+        "--revision",
+        "grove-pr-728",
+        "--filter",
+        "leader-completes-while-worker-fails",
+    ]);
+    assert_eq!(done.status.code(), Some(104), "{}", text(&done));
+    let out = text(&done);
+    assert!(
+        out.contains(
+            "leader-completes-while-worker-fails: not swept: not applicable in this revision"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("none of the selected cases can be swept"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_implementation_file_needs_the_implementation_command() {
+    let done = harness(&[
+        "sweep",
+        "--filter",
+        "x",
+        "--implementation-webhooks",
+        "webhooks.yaml",
+    ]);
+    assert_eq!(done.status.code(), Some(2), "{}", text(&done));
+    assert!(
+        text(&done).contains("--implementation-cmd"),
+        "{}",
+        text(&done)
+    );
+}

@@ -1,16 +1,44 @@
 //! `bench` and `sweep`: repeated whole runs, and the fault sweeps.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use grove_conformance::catalog;
+use grove_conformance::catalog::{self, Applicability};
 use grove_conformance::errors;
 use grove_conformance::implementation::ImplementationSpec;
+use grove_conformance::implementation::admission::{self, AdmissionOptions};
 use grove_conformance::report;
+use grove_conformance::runner::RunSettings;
 use grove_conformance::schedule::Shard;
 use grove_conformance::target::TargetSpec;
+use grove_conformance::vocab::{Revision, Vocabulary};
 
 use super::{load, runtime};
+
+/// The implementation a sweep explores, when it is not the reference operator: the options
+/// of `run` that start one, and the revision it follows.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SweepImplementation {
+    /// Sweep this command instead of the reference operator (as `run
+    /// --implementation-cmd`, with KUBECONFIG set and the same placeholders). With
+    /// `{namespace}` one instance runs per point; without, one instance serves every point
+    /// and the points run one at a time.
+    #[arg(long, allow_hyphen_values = true)]
+    implementation_cmd: Option<String>,
+    /// Folder of its CRDs, installed instead of the reference operator's (as `run`).
+    #[arg(long, value_name = "DIR", requires = "implementation_cmd")]
+    implementation_crds: Option<PathBuf>,
+    /// File of its admission webhook configurations (as `run`).
+    #[arg(long, value_name = "FILE", requires = "implementation_cmd")]
+    implementation_webhooks: Option<PathBuf>,
+    /// A configuration file template for it (as `run`).
+    #[arg(long, value_name = "FILE", requires = "implementation_cmd")]
+    implementation_config: Option<PathBuf>,
+    /// Spec revision the implementation follows: a case that does not apply to it is not
+    /// swept.
+    #[arg(long, default_value = "grep-0285-review")]
+    revision: Revision,
+}
 
 pub(crate) fn sweep(
     root: &Path,
@@ -19,6 +47,7 @@ pub(crate) fn sweep(
     out: &Path,
     shard: Option<Shard>,
     durations: Option<&Path>,
+    implementation: &SweepImplementation,
 ) -> i32 {
     use grove_conformance::campaign::sweep;
     use grove_conformance::runner::case::RunContext;
@@ -64,42 +93,108 @@ pub(crate) fn sweep(
         eprintln!("error: failed to create {}: {e}", logs.display());
         return report::SETUP_FAILED;
     }
-    let implementation = match ImplementationSpec::reference_from_current_exe() {
-        Ok(i) => i,
+    // What cannot be swept is said before anything starts, and a sweep of nothing is no pass.
+    let revision = implementation.revision;
+    let cases: Vec<catalog::Case> = cases
+        .into_iter()
+        .filter(|case| {
+            let why = match catalog.applicability(case, revision) {
+                Applicability::NotApplicable(why) => {
+                    Some(format!("not applicable in this revision: {why}"))
+                }
+                _ => sweep::unsweepable(case, pattern),
+            };
+            if let Some(why) = &why {
+                eprintln!("{}: not swept: {why}", case.name);
+            }
+            why.is_none()
+        })
+        .collect();
+    if cases.is_empty() {
+        eprintln!("error: none of the selected cases can be swept with this pattern and revision");
+        return report::NO_CASES;
+    }
+    // The implementation's own files are read and checked before anything starts.
+    let scratch = match super::run::scratch_dir() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let admission = AdmissionOptions {
+        crds: implementation.implementation_crds.clone(),
+        webhooks: implementation.implementation_webhooks.clone(),
+        config_template: implementation.implementation_config.clone(),
+    };
+    let prepared = match admission::prepare(&admission, scratch.path()) {
+        Ok(p) => p,
         Err(e) => {
-            eprintln!("error: failed to find the grove-conformance executable: {e}");
-            return report::SETUP_FAILED;
+            eprintln!("error: {:#}", errors::chain(&e));
+            return report::USAGE;
         }
     };
-    runtime().block_on(async {
-        let target = match grove_conformance::target::acquire(
-            &TargetSpec::Embedded,
-            grove_reference_operator::crds(),
-            true,
-        )
-        .await
-        {
-            Ok(t) => t,
+    let spec = match &implementation.implementation_cmd {
+        Some(template) => ImplementationSpec::Command {
+            template: template.clone(),
+            setup: super::run::setup_of(&prepared),
+        },
+        None => match ImplementationSpec::reference_from_current_exe() {
+            Ok(i) => i,
             Err(e) => {
-                eprintln!("error: {:#}", errors::chain(&e));
+                eprintln!("error: failed to find the grove-conformance executable: {e}");
                 return report::SETUP_FAILED;
             }
+        },
+    };
+    // One instance for every point: a fault or crash of one point must not meet another's.
+    let jobs = if spec.per_case() {
+        jobs
+    } else {
+        if jobs > 1 {
+            eprintln!(
+                "the implementation serves every namespace from one instance: points run one at a time"
+            );
+        }
+        1
+    };
+    let settings = RunSettings {
+        implementation: spec,
+        vocab: Vocabulary::new(revision),
+        jobs,
+        keep_namespaces: false,
+        log_dir: logs.clone(),
+        fail_fast: false,
+        api_proxy: true,
+        durations: Default::default(),
+    };
+    runtime().block_on(async {
+        let target = match super::run::acquire_target(&TargetSpec::Embedded, true, &prepared).await
+        {
+            Ok(t) => t,
+            Err(code) => return code,
         };
         let handles = target.handles().clone();
+        let (shared_proxy, shared_instance) =
+            match grove_conformance::runner::start_shared(&handles, &settings).await {
+                Ok(shared) => shared,
+                Err(e) => {
+                    eprintln!("error: failed to start the implementation: {e}");
+                    return report::SETUP_FAILED;
+                }
+            };
         let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
-        let context = RunContext::new(
-            &handles,
-            implementation,
-            catalog.clone(),
-            logs.clone(),
-            events,
-        );
+        let context = RunContext {
+            shared_proxy,
+            shared_instance,
+            vocab: settings.vocab,
+            ..RunContext::new(
+                &handles,
+                settings.implementation.clone(),
+                catalog.clone(),
+                logs.clone(),
+                events,
+            )
+        };
         let mut sweeps = Vec::new();
         for case in &cases {
-            if let Some(why) = sweep::unsweepable(case, pattern) {
-                eprintln!("{}: not swept: {why}", case.name);
-                continue;
-            }
             eprintln!("{}: fault-free run, recording the writes", case.name);
             let done = sweep::sweep(&context, case, pattern, after, jobs, |p| {
                 eprintln!(
@@ -130,6 +225,9 @@ pub(crate) fn sweep(
                 done.duration
             );
             sweeps.push(done);
+        }
+        if let Some(instance) = &context.shared_instance {
+            instance.lock().await.stop().await;
         }
         let summary = sweep::summary(&sweeps);
         println!("{summary}");

@@ -79,7 +79,8 @@ enum Command {
     /// step judged against the spec model; shrink each failing one and write it as a case
     /// file and fixture under `--out`. Takes every option of `run`; exit codes as `run`.
     Explore(Box<explore::ExploreArgs>),
-    /// Explore fault points on the embedded cluster with the reference operator: each
+    /// Explore fault points on the embedded cluster with the reference operator (or the
+    /// implementation `--implementation-cmd` names): each
     /// selected case runs once fault-free with the operator's writes recorded, then once per
     /// write with the pattern's fault placed at it, each run judged by the case's
     /// expectations and the invariant monitor. Exits 0 when every reached point passed.
@@ -113,6 +114,8 @@ enum Command {
         /// The durations `--shard` balances by (default: the catalog's `durations.yaml`).
         #[arg(long, value_name = "FILE")]
         durations: Option<PathBuf>,
+        #[command(flatten)]
+        implementation: campaign::SweepImplementation,
     },
     /// Print (or write) each case's median wall time over the runs whose `conformance.yaml`
     /// files (or folders holding them, as `bench` leaves them) are given: the durations `run`
@@ -250,6 +253,7 @@ pub fn main() -> ExitCode {
             catalog,
             shard,
             durations,
+            implementation,
         } => campaign::sweep(
             &catalog,
             &filter,
@@ -257,6 +261,7 @@ pub fn main() -> ExitCode {
             &out,
             shard,
             durations.as_deref(),
+            &implementation,
         ),
         Command::Durations {
             catalog,

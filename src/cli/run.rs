@@ -541,15 +541,7 @@ pub(crate) fn implementation(
     args: &RunArgs,
     prepared: &Prepared,
 ) -> Result<ImplementationSpec, i32> {
-    let setup = || Setup {
-        placeholders: prepared.placeholders.clone(),
-        ready_port: prepared
-            .serving
-            .as_ref()
-            .filter(|_| !prepared.webhooks.is_empty())
-            .map(|s| s.port),
-        fail_closed: prepared.fail_closed_resources(),
-    };
+    let setup = || setup_of(prepared);
     if let Some(text) = &args.implementation_deployment {
         if prepared.serving.is_some() {
             eprintln!(
@@ -605,6 +597,21 @@ pub(crate) fn implementation(
                 report::SETUP_FAILED
             })
         }
+    }
+}
+
+/// What the harness does for an implementation it starts with `prepared`'s files: the
+/// placeholders of its command, the webhook port it is ready at, what its webhooks refuse
+/// while it does not answer.
+pub(crate) fn setup_of(prepared: &Prepared) -> Setup {
+    Setup {
+        placeholders: prepared.placeholders.clone(),
+        ready_port: prepared
+            .serving
+            .as_ref()
+            .filter(|_| !prepared.webhooks.is_empty())
+            .map(|s| s.port),
+        fail_closed: prepared.fail_closed_resources(),
     }
 }
 

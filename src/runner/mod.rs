@@ -11,4 +11,4 @@ mod context;
 pub mod observe;
 mod run;
 
-pub use run::{RunSettings, Selection, default_jobs, plan, run_cases};
+pub use run::{RunSettings, Selection, default_jobs, plan, run_cases, start_shared};

@@ -174,8 +174,9 @@ fn shared_plan(settings: &RunSettings) -> (bool, bool) {
     (instance && settings.api_proxy, instance)
 }
 
-/// The shared API proxy and instance of the run, when [`shared_plan`] calls for them.
-async fn start_shared(
+/// The shared API proxy and instance of the run, when [`shared_plan`] calls for them (an
+/// implementation that is not started per case and that the harness controls).
+pub async fn start_shared(
     target: &TargetHandles,
     settings: &RunSettings,
 ) -> Result<(Option<Arc<ApiProxy>>, Option<Arc<AsyncMutex<Instance>>>), std::io::Error> {

@@ -16,7 +16,9 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::request::{RequestInfo, Verb};
-use super::server::{ApiProxy, ProxyBody, Shared, copy_end_to_end, downstream, status_response};
+use super::server::{
+    ApiProxy, ProxyBody, Shared, copy_end_to_end, downstream, prefer_json, status_response,
+};
 use super::watch::{Hold, HoldRecord, Lines};
 
 /// The body of a relayed watch: the lines the hub lets through.
@@ -187,11 +189,12 @@ pub(crate) fn single_item(list: &Value) -> Option<Value> {
     Some(item)
 }
 
-/// A GET of `path` at the apiserver, JSON asked for.
+/// A GET of `path` at the apiserver, in the form `accept` asks for (JSON when `None`).
 async fn upstream_get(
     client: &kube::Client,
     path_and_query: &str,
     authorization: Option<http::HeaderValue>,
+    accept: Option<http::HeaderValue>,
 ) -> Result<(http::StatusCode, http::HeaderMap, Bytes), String> {
     let mut request = Request::new(kube::client::Body::empty());
     if let Some(value) = authorization {
@@ -200,7 +203,7 @@ async fn upstream_get(
     *request.uri_mut() = path_and_query.parse().map_err(|e| format!("{e}"))?;
     request.headers_mut().insert(
         header::ACCEPT,
-        http::HeaderValue::from_static("application/json"),
+        accept.unwrap_or_else(|| http::HeaderValue::from_static("application/json")),
     );
     let response = client
         .send(request)
@@ -217,13 +220,29 @@ async fn upstream_get(
 
 /// Answers a GET or LIST of `info` as the apiserver had it at `at`: a list read exactly
 /// there (a GET: the one item of a read by name, or NotFound), with the client's
-/// `authorization` when the proxy forwards its credentials.
+/// `authorization` when the proxy forwards its credentials. A LIST is read in the form the
+/// client's `accept` asks for (its JSON forms, as [`prefer_json`] leaves them: metadata only
+/// for a metadata informer); a GET's item is JSON.
 pub(super) async fn stale_read(
     shared: &Shared,
     info: &RequestInfo,
     at: u64,
     authorization: Option<http::HeaderValue>,
+    accept: &http::HeaderMap,
 ) -> Response<ProxyBody> {
+    let accept = (info.verb == Verb::List)
+        .then(|| {
+            let mut headers = accept.clone();
+            prefer_json(&mut headers);
+            let ranges: Vec<&str> = headers
+                .get_all(header::ACCEPT)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect();
+            http::HeaderValue::from_str(&ranges.join(", ")).ok()
+        })
+        .flatten()
+        .filter(|v| !v.is_empty());
     let collection = collection_path(&info.group, &info.version, &info.namespace, &info.resource);
     let query = if info.verb == Verb::List {
         exact_query(&info.query, at)
@@ -240,14 +259,14 @@ pub(super) async fn stale_read(
         Some(q) => format!("{collection}?{q}"),
         None => format!("{collection}?{}", info.query),
     };
-    let (status, headers, body) = match upstream_get(&shared.upstream, &target, authorization).await
-    {
-        Ok(answer) => answer,
-        Err(e) => {
-            let message = format!("the API proxy failed to read {info} as of rv {at}: {e}");
-            return status_response(502, info, &message);
-        }
-    };
+    let (status, headers, body) =
+        match upstream_get(&shared.upstream, &target, authorization, accept).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                let message = format!("the API proxy failed to read {info} as of rv {at}: {e}");
+                return status_response(502, info, &message);
+            }
+        };
     if status == http::StatusCode::GONE {
         shared.hub().error(format!(
             "{info} was read as of the held rv {at}, which the apiserver no longer serves \
@@ -293,9 +312,10 @@ impl ApiProxy {
         };
         let namespace = hold.namespace.clone().unwrap_or_default();
         let path = collection_path(&hold.group, &hold.version, &namespace, &hold.resource);
-        let (status, _, body) = upstream_get(&self.shared.admin, &format!("{path}?limit=1"), None)
-            .await
-            .map_err(error)?;
+        let (status, _, body) =
+            upstream_get(&self.shared.admin, &format!("{path}?limit=1"), None, None)
+                .await
+                .map_err(error)?;
         if !status.is_success() {
             return Err(error(format!(
                 "{path} answered {status}: {}",

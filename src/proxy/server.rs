@@ -711,7 +711,7 @@ async fn handle(
                     let authorization = (shared.credentials == Credentials::Client)
                         .then(|| request.headers().get(header::AUTHORIZATION).cloned())
                         .flatten();
-                    stale_read(shared, &info, at, authorization).await
+                    stale_read(shared, &info, at, authorization, request.headers()).await
                 }
                 _ => match forward(shared, &info, request).await {
                     Ok(upstream) => {
@@ -882,6 +882,9 @@ async fn forward(
         Credentials::Client => &[header::HOST, header::CONTENT_LENGTH, header::EXPECT],
     };
     copy_end_to_end(&parts.headers, upstream.headers_mut(), skip);
+    if matches!(info.verb, Verb::Get | Verb::List | Verb::Watch) {
+        prefer_json(upstream.headers_mut());
+    }
     shared.upstream.send(upstream).await.map_err(|error| {
         let message = format!(
             "the API proxy failed to reach the apiserver: {}",
@@ -889,6 +892,36 @@ async fn forward(
         );
         status_response(502, info, &message)
     })
+}
+
+/// Drops the protobuf alternatives from a read's `Accept` when it also accepts JSON. The
+/// apiserver then answers JSON, which the client said it takes (as it gets for every custom
+/// resource), and which the proxy can read: a watch of any kind can then be held, and its
+/// reads answered stale. A client that accepts protobuf only keeps its `Accept`.
+pub(super) fn prefer_json(headers: &mut HeaderMap) {
+    let accept: Vec<String> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|r| r.trim().to_string())
+        .filter(|r| !r.is_empty())
+        .collect();
+    let kept: Vec<&str> = accept
+        .iter()
+        .map(String::as_str)
+        .filter(|r| !r.starts_with("application/vnd.kubernetes.protobuf"))
+        .collect();
+    let json = kept
+        .iter()
+        .any(|r| r.starts_with("application/json") || r.starts_with("*/*"));
+    if !json || kept.len() == accept.len() {
+        return;
+    }
+    if let Ok(value) = HeaderValue::from_str(&kept.join(", ")) {
+        headers.remove(header::ACCEPT);
+        headers.insert(header::ACCEPT, value);
+    }
 }
 
 /// The apiserver's answer as the client gets it: status, end-to-end headers, streamed body.
@@ -995,6 +1028,42 @@ mod tests {
         names.sort();
         assert_eq!(names, ["accept", "content-type"]);
         assert_eq!(to.get_all(header::ACCEPT).iter().count(), 2);
+    }
+
+    #[test]
+    fn a_read_that_also_accepts_json_is_answered_json() {
+        let accept = |values: &[&str]| {
+            let mut headers = HeaderMap::new();
+            for v in values {
+                headers.append(header::ACCEPT, v.parse().unwrap());
+            }
+            prefer_json(&mut headers);
+            headers
+                .get_all(header::ACCEPT)
+                .iter()
+                .map(|v| v.to_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        // client-go's typed clients of built-in kinds.
+        assert_eq!(
+            accept(&["application/vnd.kubernetes.protobuf, application/json"]),
+            ["application/json"]
+        );
+        // Its metadata-only informers, over two header lines.
+        assert_eq!(
+            accept(&[
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+            ]),
+            ["application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"]
+        );
+        // Protobuf only, JSON only, nothing: as they came.
+        assert_eq!(
+            accept(&["application/vnd.kubernetes.protobuf"]),
+            ["application/vnd.kubernetes.protobuf"]
+        );
+        assert_eq!(accept(&["application/json"]), ["application/json"]);
+        assert!(accept(&[]).is_empty());
     }
 
     #[test]

@@ -549,7 +549,13 @@ impl Hub {
         let kind: Vec<u64> = self
             .streams
             .iter()
-            .filter(|(_, s)| s.group == group && s.resource == resource)
+            // A watch an earlier release or relist ended waits for its relay to notice: it
+            // is not open any more, and not counted again.
+            .filter(|(_, s)| {
+                s.group == group
+                    && s.resource == resource
+                    && s.tx.as_ref().is_some_and(|tx| !tx.is_closed())
+            })
             .map(|(k, _)| *k)
             .collect();
         for stream in &kind {

@@ -244,6 +244,9 @@ fn ending_watches_reaches_every_stream_of_the_kind_only() {
     assert_eq!(received(&mut rx2), ["ERROR 410"]);
     assert!(received(&mut rx3).is_empty());
     assert!(hub.is_open(pods));
+    // Watches already ended, their relays not yet gone, are not ended (nor counted) again.
+    assert_eq!(hub.end_watches("grove.io", "podcliques"), 0);
+    assert!(received(&mut rx1).is_empty());
 }
 
 #[test]

@@ -254,3 +254,45 @@ fn a_pod_whose_image_cannot_be_pulled_ends_the_case_at_once_as_an_error() {
         started.elapsed()
     );
 }
+
+#[test]
+fn a_finalizer_a_failed_case_added_does_not_keep_its_namespace() {
+    let logs = tempfile::tempdir().unwrap();
+    let name = "ending-finalizer-left";
+    let text = format!(
+        "name: {name}\nsummary: s\nclauses: [E1]\nprofile: core\nfixture: single-clique\nsteps:\n  - apply: single-clique\n  - update: {{kind: PodCliqueSet, name: job, patch: {{metadata: {{finalizers: [conformance.grove.io/keep]}}}}}}\n  - expect: {{within: 2s, objects: [{{kind: PodCliqueSet, name: job, conditions: {{Completed: \"True\"}}}}]}}\n"
+    );
+    let fixtures: BTreeSet<String> = env().catalog.fixtures.keys().cloned().collect();
+    let case =
+        catalog::parse_case_with_fixtures(Path::new(&format!("{name}.yaml")), &text, &fixtures)
+            .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
+    let result = run(&context(reference(), logs.path()), &case);
+    assert!(
+        matches!(result.outcome, Outcome::Fail { .. }),
+        "expected a failure before the case removes its finalizer, got {:?}",
+        result.outcome
+    );
+    // The namespace goes entirely, the PodCliqueSet with it: nothing holds it any more.
+    let namespaces: Api<Namespace> = Api::all(env().target.handles().client.clone());
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let left = env()
+            .runtime
+            .block_on(
+                namespaces.list(&ListParams::default().labels(&format!("{CASE_LABEL}={name}"))),
+            )
+            .unwrap()
+            .items;
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the case's namespace is still there: {:?}",
+            left.iter()
+                .map(|n| (&n.metadata.name, &n.status))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}

@@ -371,6 +371,9 @@ async fn tear_down(
     }
     let (settled, fault_points) = ctx.settle_faults(outcome).await;
     outcome = settled;
+    if !run.keep_namespaces {
+        ctx.remove_case_finalizers().await;
+    }
     if let Some(proxy) = &ctx.proxy {
         let landed = landed_pins(proxy, &namespace, &ctx.pins);
         outcome = with_pins_landed(outcome, &ctx.pins, landed.len());

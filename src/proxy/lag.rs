@@ -17,7 +17,8 @@ use tokio::sync::mpsc;
 
 use super::request::{RequestInfo, Verb};
 use super::server::{
-    ApiProxy, ProxyBody, Shared, copy_end_to_end, downstream, prefer_json, status_response,
+    ApiProxy, ProxyBody, Shared, copy_end_to_end, downstream, list_values, prefer_json,
+    status_response,
 };
 use super::watch::{Hold, HoldRecord, Lines};
 
@@ -234,12 +235,7 @@ pub(super) async fn stale_read(
         .then(|| {
             let mut headers = accept.clone();
             prefer_json(&mut headers);
-            let ranges: Vec<&str> = headers
-                .get_all(header::ACCEPT)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .collect();
-            http::HeaderValue::from_str(&ranges.join(", ")).ok()
+            http::HeaderValue::from_str(&list_values(&headers, &header::ACCEPT).join(", ")).ok()
         })
         .flatten()
         .filter(|v| !v.is_empty());

@@ -899,14 +899,7 @@ async fn forward(
 /// resource), and which the proxy can read: a watch of any kind can then be held, and its
 /// reads answered stale. A client that accepts protobuf only keeps its `Accept`.
 pub(super) fn prefer_json(headers: &mut HeaderMap) {
-    let accept: Vec<String> = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|r| r.trim().to_string())
-        .filter(|r| !r.is_empty())
-        .collect();
+    let accept = list_values(headers, &header::ACCEPT);
     let kept: Vec<&str> = accept
         .iter()
         .map(String::as_str)
@@ -922,6 +915,18 @@ pub(super) fn prefer_json(headers: &mut HeaderMap) {
         headers.remove(header::ACCEPT);
         headers.insert(header::ACCEPT, value);
     }
+}
+
+/// The items of a comma-separated header over all its lines, trimmed, empty ones left out.
+pub(super) fn list_values(headers: &HeaderMap, name: &HeaderName) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|item| item.trim().to_string())
+        .filter(|item| !item.is_empty())
+        .collect()
 }
 
 /// The apiserver's answer as the client gets it: status, end-to-end headers, streamed body.
@@ -947,12 +952,9 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 
 /// Copies every header except hop-by-hop ones, those `Connection` names, and `skip`.
 pub(super) fn copy_end_to_end(from: &HeaderMap, to: &mut HeaderMap, skip: &[HeaderName]) {
-    let named: Vec<String> = from
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|v| v.trim().to_ascii_lowercase())
+    let named: Vec<String> = list_values(from, &header::CONNECTION)
+        .into_iter()
+        .map(|v| v.to_ascii_lowercase())
         .collect();
     for (name, value) in from {
         if HOP_BY_HOP.contains(name)

@@ -1,7 +1,8 @@
 //! How cases end when something other than the implementation goes wrong, on the embedded
 //! target: an early exit after the case's namespace exists deletes it and stops what the case
 //! started; a crash the harness fails to pin is an error; pods that cannot start end the case
-//! at once as an error naming them.
+//! at once as an error naming them; the end of a case confirms its revision though only kinds
+//! no gated watch delivers wrote after it.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -14,8 +15,8 @@ use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::report::{CaseResult, Outcome};
 use grove_conformance::runner::case::{CASE_LABEL, RunContext, run_case};
 use grove_conformance::target::{TargetGuard, TargetSpec, acquire};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 struct Env {
@@ -295,4 +296,56 @@ fn a_finalizer_a_failed_case_added_does_not_keep_its_namespace() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// The end of a case nudges each gated kind's cache, then waits for every watch to confirm the
+/// highest revision those reads returned. A write of a kind no gated watch delivers (a Lease,
+/// an Event, here a ConfigMap) between two of the reads leaves the caches read first behind
+/// it, with nothing of their kinds to deliver: their watches must still confirm it.
+#[test]
+fn the_end_of_a_case_confirms_revisions_only_ungated_kinds_wrote() {
+    use grove_conformance::runner::observe::Observer;
+    use grove_conformance::vocab::Vocabulary;
+    let env = env();
+    let client = env.target.handles().client.clone();
+    let namespace = "ending-ungated-writes";
+    env.runtime.block_on(async {
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        let observer =
+            Observer::start(client.clone(), namespace, Vocabulary::default(), None).await;
+        // Writes back to back, so some land between the end's reads of the gated kinds.
+        let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+        let writer = tokio::spawn(async move {
+            let mut rounds = 0u64;
+            loop {
+                let map: ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": "churn"}, "data": {"round": rounds.to_string()}
+                }))
+                .unwrap();
+                maps.patch(
+                    "churn",
+                    &PatchParams::apply("grove-conformance-test").force(),
+                    &Patch::Apply(&map),
+                )
+                .await
+                .unwrap();
+                rounds += 1;
+            }
+        });
+        observer.settle().await;
+        writer.abort();
+        let unjudgeable = observer.unjudgeable();
+        drop(observer);
+        namespaces
+            .delete(namespace, &DeleteParams::default())
+            .await
+            .unwrap();
+        assert_eq!(unjudgeable, None);
+    });
 }

@@ -8,8 +8,9 @@
 //! rests on arrival order or on a guessed delay. A watch confirms its progress with each event
 //! and with the apiserver's bookmarks. Each watch runs in short sessions, because the apiserver
 //! sends a session's bookmark shortly before the session ends; before a session whose kind holds
-//! entries back, the harness makes one consistent list of that kind, which brings the
-//! apiserver's watch cache up to the current revision, so the next bookmark covers the entries.
+//! entries back (or the revision the end of the case awaits), the harness makes one consistent
+//! list of that kind, which brings the apiserver's watch cache up to the current revision, so
+//! the next bookmark covers them.
 //! The actor of each write is decided at release, when the harness has recorded the
 //! resourceVersions its own requests got back.
 //!
@@ -109,6 +110,8 @@ struct State {
     /// Per kind, the resourceVersion up to which its watch has delivered every event (from
     /// its events, its bookmarks and its lists).
     progress: HashMap<Kind, u64>,
+    /// The revision the end of the case waits for every gated watch to confirm (0 before it).
+    awaited: u64,
     /// Pods that turned Failed while not being deleted, though no step of the harness acted
     /// on them, nor deleted their owner: uid, and the pod's name with the reason it gives.
     failed_unprompted: Vec<(String, String)>,
@@ -131,14 +134,18 @@ impl State {
             .unwrap_or(0)
     }
 
-    /// Whether an entry is held back by `kind`'s watch, which has not yet confirmed it.
+    /// Whether `kind`'s watch holds something back it has not yet confirmed: an entry, or the
+    /// revision the end of the case awaits. Its cache of the kind advances only with the kind's
+    /// own writes, so a revision written elsewhere (an Event, a Lease) reaches its bookmarks
+    /// only once a consistent read has brought the cache up to date.
     fn held_by(&self, kind: Kind) -> bool {
         let reached = self.progress.get(&kind).copied().unwrap_or(0);
         GATED.contains(&kind)
-            && self
-                .pending
-                .iter()
-                .any(|p| p.entry.resource_version > reached)
+            && (self.awaited > reached
+                || self
+                    .pending
+                    .iter()
+                    .any(|p| p.entry.resource_version > reached))
     }
 
     /// The timeline handed to the monitor so far, then what the watches went through that
@@ -395,8 +402,14 @@ impl Observer {
     /// and the monitor's replays noted at its end. A watch that cannot confirm within
     /// `PROGRESS_DEADLINE` (30 s) makes the timeline unjudgeable.
     pub async fn settle(&self) -> String {
+        self.settle_through(0).await
+    }
+
+    /// As [`settle`](Observer::settle), waiting also until every gated watch has confirmed
+    /// `revision` (one a write no gated watch delivers got back, say).
+    pub async fn settle_through(&self, revision: u64) -> String {
         let started = std::time::Instant::now();
-        let mut current = 0;
+        let mut current = revision;
         for (kind, api) in &self.apis {
             if GATED.contains(kind) {
                 match nudge(api).await {
@@ -405,6 +418,10 @@ impl Observer {
                 }
             }
         }
+        // Each nudge above may be followed by writes of kinds no gated watch delivers before
+        // the last one returns: a watch that delivers nothing more confirms `current` only
+        // once its next session has nudged its cache again (see `State::held_by`).
+        self.lock().awaited = current;
         // New sessions get their bookmark sooner than the running ones would.
         self.restart.send_modify(|n| *n += 1);
         let mut rx = self.changed.clone();
@@ -417,13 +434,15 @@ impl Observer {
                 let mut state = self.lock();
                 let behind: Vec<String> = GATED
                     .iter()
-                    .filter(|k| state.progress.get(k).copied().unwrap_or(0) < current)
-                    .map(|k| k.to_string())
+                    .filter_map(|k| {
+                        let reached = state.progress.get(k).copied().unwrap_or(0);
+                        (reached < current).then(|| format!("{k} watch (at {reached})"))
+                    })
                     .collect();
                 state.unjudgeable.get_or_insert_with(|| {
                     format!(
-                        "the {} watch did not confirm resourceVersion {current} within {:?} (the apiserver sent no bookmark for it); which writes came before which is unknown",
-                        behind.join(" and "),
+                        "the {} did not confirm resourceVersion {current} within {:?} (the apiserver sent no bookmark for it); which writes came before which is unknown",
+                        behind.join(" and the "),
                         PROGRESS_DEADLINE
                     )
                 });

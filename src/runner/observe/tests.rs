@@ -360,3 +360,21 @@ fn a_pod_the_cluster_evicts_by_itself_is_its_doing_and_noted_unless_the_harness_
         ]
     );
 }
+
+#[test]
+fn a_watch_behind_the_awaited_revision_holds_it_though_no_entry_waits() {
+    let state = Arc::new(judged_state(10));
+    arrive(&state, Kind::Pod, "p", 8);
+    assert_eq!(released(&state), vec![8]);
+    // Nothing pending: no watch holds anything back.
+    assert!(GATED.iter().all(|&k| !state.lock().unwrap().held_by(k)));
+    // The end of the case awaits 14, written by a kind no gated watch delivers: every gated
+    // watch behind it holds it, so its next session brings its cache up to date first.
+    state.lock().unwrap().awaited = 14;
+    state.lock().unwrap().progressed(Kind::PodClique, 14);
+    assert!(!state.lock().unwrap().held_by(Kind::PodClique));
+    for kind in [Kind::Pod, Kind::PodCliqueScalingGroup, Kind::PodCliqueSet] {
+        assert!(state.lock().unwrap().held_by(kind), "{kind}");
+    }
+    assert!(!state.lock().unwrap().held_by(Kind::Event));
+}

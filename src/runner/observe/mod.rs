@@ -402,14 +402,8 @@ impl Observer {
     /// and the monitor's replays noted at its end. A watch that cannot confirm within
     /// `PROGRESS_DEADLINE` (30 s) makes the timeline unjudgeable.
     pub async fn settle(&self) -> String {
-        self.settle_through(0).await
-    }
-
-    /// As [`settle`](Observer::settle), waiting also until every gated watch has confirmed
-    /// `revision` (one a write no gated watch delivers got back, say).
-    pub async fn settle_through(&self, revision: u64) -> String {
         let started = std::time::Instant::now();
-        let mut current = revision;
+        let mut current = 0;
         for (kind, api) in &self.apis {
             if GATED.contains(kind) {
                 match nudge(api).await {

@@ -801,3 +801,94 @@ steps:
         "{d}"
     );
 }
+
+#[test]
+fn refuse_steps_parse_and_their_mistakes_are_named() {
+    let text = r#"
+name: refusals
+summary: Refusals.
+clauses: [B5]
+profile: core
+fixture: all-ranks
+steps:
+  - refuse: {verb: create, kind: Pod}
+  - refuse: {verb: update, kind: PodClique, subresource: status, for: 5s}
+  - refuse: {verb: delete, kind: PodCliqueScalingGroup}
+  - refuse: lift
+"#;
+    let case = catalog::parse_case_with_fixtures(Path::new("refusals.yaml"), text, &fixtures())
+        .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
+    let steps: Vec<&catalog::RefuseStep> = case
+        .steps
+        .iter()
+        .map(|s| match &s.kind {
+            StepKind::Refuse(r) => r,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        steps[0],
+        &catalog::RefuseStep::Start(catalog::Refusal {
+            verb: catalog::RefusedVerb::Create,
+            kind: Kind::Pod,
+            status: false,
+            lasts: None,
+        })
+    );
+    assert_eq!(
+        steps[1],
+        &catalog::RefuseStep::Start(catalog::Refusal {
+            verb: catalog::RefusedVerb::Update,
+            kind: Kind::PodClique,
+            status: true,
+            lasts: Some(catalog::Duration::from_secs(5)),
+        })
+    );
+    assert!(matches!(
+        steps[2],
+        catalog::RefuseStep::Start(catalog::Refusal {
+            verb: catalog::RefusedVerb::Delete,
+            kind: Kind::PodCliqueScalingGroup,
+            ..
+        })
+    ));
+    assert_eq!(steps[3], &catalog::RefuseStep::Lift);
+
+    let bad = r#"name: bad-refusals
+summary: Misused refusals.
+clauses: [B5]
+profile: core
+fixture: all-ranks
+steps:
+  - refuse: {verb: patch, kind: Pod}
+  - refuse: {verb: create, kind: Event}
+  - refuse: {verb: create, kind: Pod, subresource: status}
+  - refuse: {verb: update, kind: Pod, subresource: scale}
+  - refuse: {kind: Pod}
+  - refuse: allow
+  - refuse: {verb: delete, kind: Pod, when: {deleted: {kind: PodCliqueSet, name: job}}}
+"#;
+    let d = diagnostics("bad-refusals", bad).join("\n");
+    assert!(
+        d.contains("7:") && d.contains("unknown verb `patch`"),
+        "{d}"
+    );
+    assert!(
+        d.contains("8:") && d.contains("steps[1].refuse.kind"),
+        "{d}"
+    );
+    assert!(
+        d.contains("9:") && d.contains("only an `update` writes the status subresource"),
+        "{d}"
+    );
+    assert!(
+        d.contains("10:") && d.contains("unknown subresource `scale`"),
+        "{d}"
+    );
+    assert!(d.contains("11:") && d.contains("verb"), "{d}");
+    assert!(
+        d.contains("12:") && d.contains("unknown refuse `allow`"),
+        "{d}"
+    );
+    assert!(d.contains("13:") && d.contains("when"), "{d}");
+}

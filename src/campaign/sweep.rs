@@ -182,6 +182,7 @@ pub fn unsweepable(case: &Case, pattern: Pattern) -> Option<String> {
             | StepKind::Reject(_)
             | StepKind::Pods(_)
             | StepKind::Fault(_)
+            | StepKind::Refuse(_)
             | StepKind::Remember(_)
             | StepKind::Expect(_) => None,
         })

@@ -545,6 +545,7 @@ impl Catalog {
                 | StepKind::Pods(_)
                 | StepKind::Controller(_)
                 | StepKind::Fault(_)
+                | StepKind::Refuse(_)
                 | StepKind::Remember(_)
                 | StepKind::Expect(_) => continue,
             };

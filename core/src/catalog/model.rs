@@ -142,6 +142,8 @@ pub enum StepKind {
     Controller(ControllerStep),
     /// `fault`: hold back, coalesce or relist what the implementation's watches see.
     Fault(FaultStep),
+    /// `refuse`: the apiserver refuses a kind of write in the case's namespace, or stops.
+    Refuse(RefuseStep),
     /// `remember`: record the UID of an object or pod under a label.
     Remember(Remember),
     /// `expect`: a predicate that must become true (`within`) and/or stay true (`for`).
@@ -160,6 +162,7 @@ impl StepKind {
             StepKind::Pods(p) => p.action.keyword(),
             StepKind::Controller(_) => "controller",
             StepKind::Fault(_) => "fault",
+            StepKind::Refuse(_) => "refuse",
             StepKind::Remember(_) => "remember",
             StepKind::Expect(_) => "expect",
         }
@@ -436,6 +439,52 @@ pub enum HoldRelease {
     Coalesce,
     /// Nothing: the watches end with `410 Gone` and the implementation lists again.
     Relist,
+}
+
+/// A `refuse` step: from now on the apiserver refuses one kind of write in the case's
+/// namespace (an admission policy a real cluster may have: a policy engine, a quota), to every
+/// client, until the refusal is lifted; or the lifting of every refusal of the case.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RefuseStep {
+    /// `refuse: {verb, kind, subresource, for}`: start refusing.
+    Start(Refusal),
+    /// `refuse: lift`: stop every refusal of the case now.
+    Lift,
+}
+
+/// The writes a [`RefuseStep::Start`] refuses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    /// Which writes.
+    pub verb: RefusedVerb,
+    /// Of which kind (a Grove kind or `Pod`).
+    pub kind: Kind,
+    /// `subresource: status`: only writes of the status subresource (`update` only).
+    pub status: bool,
+    /// `for:`: lifted this long after it started (otherwise by `refuse: lift` or the case's end).
+    pub lasts: Option<Duration>,
+}
+
+/// A write a [`Refusal`] refuses: the admission operation it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusedVerb {
+    /// `create`.
+    Create,
+    /// `update`: an update or a patch (server-side apply included).
+    Update,
+    /// `delete`: a delete, whatever its grace period (a pod's eviction is not one).
+    Delete,
+}
+
+impl RefusedVerb {
+    /// As written in a case.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusedVerb::Create => "create",
+            RefusedVerb::Update => "update",
+            RefusedVerb::Delete => "delete",
+        }
+    }
 }
 
 /// A watch event that fires an armed controller action.

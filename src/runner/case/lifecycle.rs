@@ -179,6 +179,7 @@ async fn run_steps_noting(
         lost_nodes: Vec::new(),
         faults: Vec::new(),
         fault_log: Arc::default(),
+        refusals: Default::default(),
         time: std::sync::Mutex::default(),
         kubelet_lag: Arc::default(),
     };
@@ -371,6 +372,15 @@ async fn tear_down(
     }
     let (settled, fault_points) = ctx.settle_faults(outcome).await;
     outcome = settled;
+    // Before anything else writes: a refusal left standing would keep the namespace's
+    // objects from being deleted.
+    if let Err(e) = ctx.lift_refusals().await
+        && !matches!(outcome, Outcome::Error { .. })
+    {
+        outcome = Outcome::Error {
+            message: format!("a refusal could not be lifted: {e}"),
+        };
+    }
     if !run.keep_namespaces {
         ctx.remove_case_finalizers().await;
     }

@@ -13,6 +13,7 @@
 //! - `pod_actions`: pod and node actions through the pod driver;
 //! - `triggers`: `controller` steps, now or when a trigger fires;
 //! - `faults`: `fault` steps, holds and relists of what the implementation's watches see;
+//! - `refusals`: `refuse` steps, writes the apiserver refuses for a while;
 //! - `expect`: `remember` and `expect`, the waits and holds of expectations;
 //! - `verdict`: the pure decision of how a case ended, beside the lifecycle's actions.
 
@@ -20,6 +21,7 @@ mod expect;
 mod faults;
 mod lifecycle;
 mod pod_actions;
+mod refusals;
 mod requirements;
 mod steps;
 mod triggers;

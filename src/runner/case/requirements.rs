@@ -75,6 +75,7 @@ pub(super) fn case_pods(case: &Case, catalog: &Catalog) -> u64 {
         | StepKind::Pods(_)
         | StepKind::Controller(_)
         | StepKind::Fault(_)
+        | StepKind::Refuse(_)
         | StepKind::Remember(_)
         | StepKind::Expect(_) => None,
     });
@@ -196,6 +197,7 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
                 );
             }
             StepKind::Fault(_)
+            | StepKind::Refuse(_)
             | StepKind::Controller(_)
             | StepKind::Apply(_)
             | StepKind::Update(_)
@@ -226,6 +228,7 @@ fn written_resource(step: &StepKind) -> Option<&'static str> {
         StepKind::Pods(_)
         | StepKind::Controller(_)
         | StepKind::Fault(_)
+        | StepKind::Refuse(_)
         | StepKind::Remember(_)
         | StepKind::Expect(_) => None,
     }

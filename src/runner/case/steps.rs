@@ -9,7 +9,7 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use super::lifecycle::RunContext;
 use crate::catalog::{
-    Case, ControllerAction, FaultStepAction, RequestPin, StepKind, Target, UidSubject,
+    Case, ControllerAction, FaultStepAction, RefuseStep, RequestPin, StepKind, Target, UidSubject,
 };
 use crate::implementation::Instance;
 use crate::proxy::ApiProxy;
@@ -43,6 +43,8 @@ pub(super) struct CaseRun<'a> {
     pub(super) faults: Vec<super::faults::ArmedFault>,
     /// What the case's faults did.
     pub(super) fault_log: Arc<std::sync::Mutex<super::faults::FaultLog>>,
+    /// The `refuse` steps' refusals that stand.
+    pub(super) refusals: super::refusals::Refusals,
     /// How long the steps waited on the implementation and held expectations.
     pub(super) time: std::sync::Mutex<TimeSplit>,
     /// How long expectations waited past their windows for real kubelets to catch up with
@@ -97,6 +99,7 @@ pub(super) async fn execute(ctx: &mut CaseRun<'_>) -> Result<(), StepError> {
             StepKind::Pods(pods) => ctx.pods(pods).await,
             StepKind::Controller(c) => ctx.controller(c).await,
             StepKind::Fault(f) => ctx.fault(f).await,
+            StepKind::Refuse(r) => ctx.refuse(r).await,
             StepKind::Remember(r) => ctx.remember(r),
             StepKind::Expect(e) => ctx.expect(e).await,
         };
@@ -140,6 +143,13 @@ fn describe(kind: &StepKind) -> String {
             FaultStepAction::Relist(k) => format!("fault relist {k}"),
             FaultStepAction::Release => "fault release".into(),
         },
+        StepKind::Refuse(RefuseStep::Start(r)) => format!(
+            "refuse {} {}{}",
+            r.verb.as_str(),
+            r.kind,
+            if r.status { " status" } else { "" }
+        ),
+        StepKind::Refuse(RefuseStep::Lift) => "refuse lift".into(),
         StepKind::Remember(r) => format!("remember {}", r.label),
         StepKind::Expect(_) => "expect".into(),
     }

@@ -5,8 +5,9 @@
 use super::{Fields, Parser, join};
 use crate::catalog::model::{
     Apply, ConditionWrite, ControllerAction, ControllerStep, Delete, DeletionTarget, FaultStep,
-    FaultStepAction, HoldFault, HoldRelease, NodeLoss, ObjectRef, PodAction, PodStep, Reject,
-    Remember, Request, RequestPin, Step, StepKind, Subresource, Target, Trigger, Update,
+    FaultStepAction, HoldFault, HoldRelease, NodeLoss, ObjectRef, PodAction, PodStep, Refusal,
+    RefuseStep, RefusedVerb, Reject, Remember, Request, RequestPin, Step, StepKind, Subresource,
+    Target, Trigger, Update,
 };
 
 /// The longest `for:` a hold may have: the proxy releases a hold at 4 minutes, before the
@@ -29,6 +30,7 @@ const STEP_KEYS: &[&str] = &[
     "lose-node",
     "controller",
     "fault",
+    "refuse",
     "remember",
     "expect",
 ];
@@ -60,6 +62,7 @@ impl Parser<'_> {
             }
             "controller" => StepKind::Controller(self.controller(body, &p)?),
             "fault" => StepKind::Fault(self.fault(body, &p)?),
+            "refuse" => StepKind::Refuse(self.refuse(body, &p)?),
             "remember" => StepKind::Remember(self.remember(body, &p)?),
             "expect" => StepKind::Expect(self.expect(body, &p)?),
             _ => return None,
@@ -525,6 +528,73 @@ impl Parser<'_> {
                 })
             }
         }
+    }
+
+    fn refuse(&mut self, node: &Node, path: &str) -> Option<RefuseStep> {
+        if let Some(s) = node.as_str() {
+            if s == "lift" {
+                return Some(RefuseStep::Lift);
+            }
+            self.error(
+                node.pos,
+                path,
+                format!(
+                    "unknown refuse `{s}` (expected `lift`, or a mapping with `verb` and `kind`)"
+                ),
+            );
+            return None;
+        }
+        let f = self.fields(node, path, &["verb", "kind", "subresource", "for"])?;
+        let verb = self.required(&f, "verb").and_then(|n| {
+            match self.string(n, &f.child("verb"))?.as_str() {
+                "create" => Some(RefusedVerb::Create),
+                "update" => Some(RefusedVerb::Update),
+                "delete" => Some(RefusedVerb::Delete),
+                other => {
+                    self.error(
+                        n.pos,
+                        &f.child("verb"),
+                        format!("unknown verb `{other}` (expected create, update or delete)"),
+                    );
+                    None
+                }
+            }
+        });
+        let kind = self
+            .required(&f, "kind")
+            .and_then(|n| self.kind(n, &f.child("kind"), true));
+        let status = match f.get("subresource") {
+            None => Some(false),
+            Some(n) => match self.string(n, &f.child("subresource"))?.as_str() {
+                "status" if verb == Some(RefusedVerb::Update) => Some(true),
+                "status" => {
+                    self.error(
+                        n.pos,
+                        &f.child("subresource"),
+                        "only an `update` writes the status subresource",
+                    );
+                    None
+                }
+                other => {
+                    self.error(
+                        n.pos,
+                        &f.child("subresource"),
+                        format!("unknown subresource `{other}` (expected status)"),
+                    );
+                    None
+                }
+            },
+        };
+        let lasts = match f.get("for") {
+            Some(n) => Some(self.duration(n, &f.child("for"))?),
+            None => None,
+        };
+        Some(RefuseStep::Start(Refusal {
+            verb: verb?,
+            kind: kind?,
+            status: status?,
+            lasts,
+        }))
     }
 
     fn trigger(&mut self, node: &Node, path: &str) -> Option<Trigger> {

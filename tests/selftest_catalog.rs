@@ -312,7 +312,7 @@ steps:
         "cases/x/case.yaml:15:17: steps[5].controller: unknown controller action `nap` (expected pause, resume, crash or wait)",
         "cases/x/case.yaml:16:13: steps[6].reject: missing required key `field`",
         "cases/x/case.yaml:17:5: steps[7]: a step has exactly one key (its kind), found 2",
-        "cases/x/case.yaml:18:5: steps[7].extra: unknown key `extra` (expected one of: apply, update, delete, force-delete, reject, exit, unready, ready, evict, preempt, lose-node, controller, fault, remember, expect)",
+        "cases/x/case.yaml:18:5: steps[7].extra: unknown key `extra` (expected one of: apply, update, delete, force-delete, reject, exit, unready, ready, evict, preempt, lose-node, controller, fault, refuse, remember, expect)",
     ];
     let mut got_sorted = got.clone();
     got_sorted.sort();

@@ -476,6 +476,17 @@ pub enum RefusedVerb {
     Delete,
 }
 
+impl fmt::Display for Refusal {
+    /// What is refused, as in `create Pod` or `update PodClique status`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.verb.as_str(), self.kind)?;
+        if self.status {
+            f.write_str(" status")?;
+        }
+        Ok(())
+    }
+}
+
 impl RefusedVerb {
     /// As written in a case.
     pub fn as_str(self) -> &'static str {

@@ -22,6 +22,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
 use super::steps::{CaseRun, StepError};
+use super::writes::api_error_text;
 use crate::catalog::{Refusal, RefuseStep, RefusedVerb};
 use crate::runner::observe::api_resource;
 
@@ -92,10 +93,7 @@ fn manifests(
                 "expression": "false",
                 "reason": "Forbidden",
                 "message": format!(
-                    "refused: the conformance case in namespace {namespace} refuses every {} of {}{} here for now",
-                    refusal.verb.as_str(),
-                    refusal.kind,
-                    if refusal.status { " status" } else { "" },
+                    "refused: the conformance case in namespace {namespace} refuses every `{refusal}` request here for now"
                 ),
             }],
         },
@@ -118,13 +116,6 @@ fn manifests(
     ))
 }
 
-fn text(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
-        other => other.to_string(),
-    }
-}
-
 /// Waits until a dry-run create of the probe ConfigMap `name` is refused (`refused`) or
 /// accepted (`!refused`): the apiserver applies the policy, or no longer does.
 async fn probe(client: &Client, namespace: &str, name: &str, refused: bool) -> Result<(), String> {
@@ -140,7 +131,12 @@ async fn probe(client: &Client, namespace: &str, name: &str, refused: bool) -> R
         let now_refused = match api.create(&params, &probe).await {
             Ok(_) => false,
             Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains(name) => true,
-            Err(e) => return Err(format!("the probe of refusal {name} failed: {}", text(&e))),
+            Err(e) => {
+                return Err(format!(
+                    "the probe of refusal {name} failed: {}",
+                    api_error_text(&e)
+                ));
+            }
         };
         if now_refused == refused {
             return Ok(());
@@ -172,7 +168,12 @@ async fn lift(client: &Client, namespace: &str, name: &str) -> Result<(), String
         match result {
             Ok(()) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(format!("could not lift refusal {name}: {}", text(&e))),
+            Err(e) => {
+                return Err(format!(
+                    "could not lift refusal {name}: {}",
+                    api_error_text(&e)
+                ));
+            }
         }
     }
     probe(client, namespace, name, false).await
@@ -206,13 +207,19 @@ impl CaseRun<'_> {
             .create(&PostParams::default(), &policy)
             .await
             .map_err(|e| {
-                StepError::Error(format!("could not create policy {name}: {}", text(&e)))
+                StepError::Error(format!(
+                    "could not create policy {name}: {}",
+                    api_error_text(&e)
+                ))
             })?;
         bindings
             .create(&PostParams::default(), &binding)
             .await
             .map_err(|e| {
-                StepError::Error(format!("could not create binding {name}: {}", text(&e)))
+                StepError::Error(format!(
+                    "could not create binding {name}: {}",
+                    api_error_text(&e)
+                ))
             })?;
         probe(&client, &namespace, &name, true)
             .await
@@ -312,5 +319,10 @@ mod tests {
         assert_eq!(rule["resources"], json!(["podcliques/status"]));
         assert_eq!(rule["apiGroups"], json!(["grove.io"]));
         assert_eq!(rule["operations"], json!(["UPDATE"]));
+        let message = spec["validations"][0]["message"].as_str().unwrap();
+        assert!(
+            message.contains("every `update PodClique status` request"),
+            "{message}"
+        );
     }
 }

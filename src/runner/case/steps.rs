@@ -143,12 +143,7 @@ fn describe(kind: &StepKind) -> String {
             FaultStepAction::Relist(k) => format!("fault relist {k}"),
             FaultStepAction::Release => "fault release".into(),
         },
-        StepKind::Refuse(RefuseStep::Start(r)) => format!(
-            "refuse {} {}{}",
-            r.verb.as_str(),
-            r.kind,
-            if r.status { " status" } else { "" }
-        ),
+        StepKind::Refuse(RefuseStep::Start(r)) => format!("refuse {r}"),
         StepKind::Refuse(RefuseStep::Lift) => "refuse lift".into(),
         StepKind::Remember(r) => format!("remember {}", r.label),
         StepKind::Expect(_) => "expect".into(),

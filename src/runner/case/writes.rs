@@ -13,7 +13,8 @@ use crate::matcher;
 use crate::runner::observe::api_resource;
 use crate::vocab::{Kind, Vocabulary};
 
-fn api_error_text(e: &kube::Error) -> String {
+/// An API error as its message and HTTP code, any other error as it prints.
+pub(super) fn api_error_text(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
         other => other.to_string(),

@@ -195,23 +195,29 @@ impl CaseRun<'_> {
         let name = format!("{namespace}-refuse-{}", self.refusals.started);
         let (policy, binding) = manifests(&name, &namespace, refusal)
             .map_err(|e| StepError::Error(format!("refusal {name}: {e}")))?;
-        // Recorded first, so that the case's end lifts whatever of it was created.
-        self.refusals
-            .active
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.clone());
         let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
         let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
         policies
             .create(&PostParams::default(), &policy)
             .await
-            .map_err(|e| {
-                StepError::Error(format!(
+            .map_err(|e| match &e {
+                // A cluster that serves no admission policies, or credentials that may not
+                // write them: the case cannot run here, which is no verdict on anything.
+                kube::Error::Api(s) if s.code == 403 || s.code == 404 => StepError::Skip(format!(
+                    "the case has the apiserver refuse writes through a ValidatingAdmissionPolicy, which this cluster does not allow: {}",
+                    api_error_text(&e)
+                )),
+                _ => StepError::Error(format!(
                     "could not create policy {name}: {}",
                     api_error_text(&e)
-                ))
+                )),
             })?;
+        // Recorded once the policy exists, so that the case's end lifts whatever of it was made.
+        self.refusals
+            .active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.clone());
         bindings
             .create(&PostParams::default(), &binding)
             .await

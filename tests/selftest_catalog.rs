@@ -892,3 +892,59 @@ steps:
     );
     assert!(d.contains("13:") && d.contains("when"), "{d}");
 }
+
+#[test]
+fn if_present_deletes_parse_and_their_mistakes_are_named() {
+    let text = r#"
+name: if-present
+summary: Deletes of pods that may be gone.
+clauses: [C4]
+profile: core
+fixture: all-ranks
+steps:
+  - delete: {pod: job-0-worker/0, if-present: true}
+  - force-delete: {clique: job-0-worker, if-present: true}
+  - delete: {pod: job-0-worker/1, if-present: false}
+  - delete: {pod: job-0-worker/2}
+"#;
+    let case = catalog::parse_case_with_fixtures(Path::new("if-present.yaml"), text, &fixtures())
+        .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
+    let steps: Vec<(PodAction, bool)> = case
+        .steps
+        .iter()
+        .map(|s| match &s.kind {
+            StepKind::Pods(p) => (p.action, p.if_present),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (PodAction::Delete, true),
+            (PodAction::ForceDelete, true),
+            (PodAction::Delete, false),
+            (PodAction::Delete, false),
+        ]
+    );
+
+    let bad = r#"name: bad-if-present
+summary: Misused if-present.
+clauses: [C4]
+profile: core
+fixture: all-ranks
+steps:
+  - delete: {kind: PodClique, name: job-0-worker, if-present: true}
+  - delete: {pod: job-0-worker/0, if-present: maybe}
+  - evict: {pod: job-0-worker/0, if-present: true}
+"#;
+    let d = diagnostics("bad-if-present", bad).join("\n");
+    assert!(
+        d.contains("7:") && d.contains("`if-present` applies to deleting pods only"),
+        "{d}"
+    );
+    assert!(
+        d.contains("8:") && d.contains("steps[1].delete.if-present"),
+        "{d}"
+    );
+    assert!(d.contains("9:") && d.contains("if-present"), "{d}");
+}

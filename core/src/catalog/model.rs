@@ -376,6 +376,10 @@ pub struct PodStep {
     /// the case on their nodes (a real cluster may place others there, which the node
     /// would take with it); where they are not, the case is skipped, saying so.
     pub alone: bool,
+    /// `if-present: true` on `delete` / `force-delete`: the selected pods may already be gone
+    /// (an implementation may delete them itself, which the spec allows); then the step does
+    /// nothing and says so, where it would otherwise fail for want of a pod.
+    pub if_present: bool,
 }
 
 /// What the harness does to the implementation under test.

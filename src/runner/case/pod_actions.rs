@@ -30,6 +30,17 @@ impl CaseRun<'_> {
         selected
     }
 
+    /// The names of the pods a selector addresses now, without waiting for any.
+    fn addressed_now(&self, selector: &PodSelector) -> Vec<String> {
+        self.observer.with_snapshot(|s| {
+            s.addressed_pods(selector, self.vocab())
+                .iter()
+                .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        })
+    }
+
     /// [`selected_pods`](Self::selected_pods), untimed.
     async fn await_selected_pods(
         &self,
@@ -76,7 +87,21 @@ impl CaseRun<'_> {
             step.action,
             PodAction::Exit(_) | PodAction::Unready | PodAction::Ready
         );
-        let names = self.selected_pods(&step.selector, running).await?;
+        let names = if step.if_present {
+            // The pods may be gone already (`if-present`): only those there now are acted on.
+            let names = self.addressed_now(&step.selector);
+            if names.is_empty() {
+                tracing::info!(
+                    "{} {}: no such pod, nothing to do (if-present)",
+                    step.action.keyword(),
+                    step.selector
+                );
+                return Ok(());
+            }
+            names
+        } else {
+            self.selected_pods(&step.selector, running).await?
+        };
         let ns = self.namespace.clone();
         let failed = |e: PodError| {
             fail(format!(
@@ -152,9 +177,11 @@ impl CaseRun<'_> {
             .buffer_unordered(PARALLEL_POD_ACTIONS)
             .collect()
             .await;
-        results
-            .into_iter()
-            .collect::<Result<(), PodError>>()
-            .map_err(failed)
+        let result = results.into_iter().collect::<Result<(), PodError>>();
+        match result {
+            // Gone between the look and the delete: what `if-present` allows.
+            Err(_) if step.if_present && self.addressed_now(&step.selector).is_empty() => Ok(()),
+            other => other.map_err(failed),
+        }
     }
 }

@@ -136,6 +136,9 @@ fn describe(kind: &StepKind) -> String {
         StepKind::Pods(p) if p.without_terminal_phase => {
             format!("{} {} (no terminal phase)", p.action.keyword(), p.selector)
         }
+        StepKind::Pods(p) if p.if_present => {
+            format!("{} {} (if present)", p.action.keyword(), p.selector)
+        }
         StepKind::Pods(p) => format!("{} {}", p.action.keyword(), p.selector),
         StepKind::Controller(c) => format!("controller {:?}", c.action).to_lowercase(),
         StepKind::Fault(f) => match &f.action {

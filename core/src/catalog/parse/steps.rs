@@ -242,6 +242,7 @@ impl Parser<'_> {
             action,
             without_terminal_phase,
             alone,
+            if_present: false,
         })
     }
 
@@ -265,9 +266,18 @@ impl Parser<'_> {
                 "clique",
                 "pcs",
                 "terminal-phase",
+                "if-present",
             ],
         )?;
         let is_pod = ["pod", "clique", "pcs"].iter().any(|k| f.has(k));
+        if f.has("if-present") && !is_pod {
+            self.error(
+                f.pos,
+                &f.child("if-present"),
+                "`if-present` applies to deleting pods only (`pod`, `clique`, `pcs`)",
+            );
+            return None;
+        }
         if f.has("terminal-phase") && (force || !is_pod) {
             self.error(
                 f.pos,
@@ -286,6 +296,10 @@ impl Parser<'_> {
                 );
                 return None;
             }
+            let if_present = match f.get("if-present") {
+                None => false,
+                Some(n) => self.boolean(n, &f.child("if-present"))?,
+            };
             let selector = self.pod_selector(&f, true)?;
             return Some(StepKind::Pods(PodStep {
                 selector,
@@ -296,6 +310,7 @@ impl Parser<'_> {
                 },
                 without_terminal_phase,
                 alone: false,
+                if_present,
             }));
         }
         let target = self.target(&f)?;

@@ -32,13 +32,8 @@ impl CaseRun<'_> {
 
     /// The names of the pods a selector addresses now, without waiting for any.
     fn addressed_now(&self, selector: &PodSelector) -> Vec<String> {
-        self.observer.with_snapshot(|s| {
-            s.addressed_pods(selector, self.vocab())
-                .iter()
-                .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect()
-        })
+        self.observer
+            .with_snapshot(|s| pod_names(&s.addressed_pods(selector, self.vocab())))
     }
 
     /// [`selected_pods`](Self::selected_pods), untimed.
@@ -57,12 +52,7 @@ impl CaseRun<'_> {
                         || pods.iter().all(|p| {
                             p.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
                         }));
-                let names: Vec<String> = pods
-                    .iter()
-                    .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
-                    .map(str::to_string)
-                    .collect();
-                (names, ready)
+                (pod_names(&pods), ready)
             });
             if ready {
                 return Ok(names);
@@ -121,11 +111,9 @@ impl CaseRun<'_> {
             }
             if step.alone {
                 let others: Vec<String> = self.observer.with_snapshot(|s| {
-                    s.pods_on_nodes(&nodes)
+                    pod_names(&s.pods_on_nodes(&nodes))
                         .into_iter()
-                        .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
-                        .filter(|n| !names.iter().any(|m| m == n))
-                        .map(str::to_string)
+                        .filter(|n| !names.contains(n))
                         .collect()
                 });
                 if !others.is_empty() {
@@ -184,4 +172,12 @@ impl CaseRun<'_> {
             other => other.map_err(failed),
         }
     }
+}
+
+/// The names of `pods`, in their order.
+fn pod_names(pods: &[&Value]) -> Vec<String> {
+    pods.iter()
+        .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
+        .map(str::to_string)
+        .collect()
 }

@@ -133,13 +133,20 @@ fn describe(kind: &StepKind) -> String {
         StepKind::Update(u) => format!("update {}", target_name(&u.target)),
         StepKind::Delete(d) => format!("{} {}", kind.keyword(), target_name(&d.target)),
         StepKind::Reject(_) => "reject".into(),
-        StepKind::Pods(p) if p.without_terminal_phase => {
-            format!("{} {} (no terminal phase)", p.action.keyword(), p.selector)
+        StepKind::Pods(p) => {
+            let notes: Vec<&str> = [
+                (p.without_terminal_phase, "no terminal phase"),
+                (p.if_present, "if present"),
+            ]
+            .into_iter()
+            .filter_map(|(on, note)| on.then_some(note))
+            .collect();
+            let mut line = format!("{} {}", p.action.keyword(), p.selector);
+            if !notes.is_empty() {
+                line.push_str(&format!(" ({})", notes.join(", ")));
+            }
+            line
         }
-        StepKind::Pods(p) if p.if_present => {
-            format!("{} {} (if present)", p.action.keyword(), p.selector)
-        }
-        StepKind::Pods(p) => format!("{} {}", p.action.keyword(), p.selector),
         StepKind::Controller(c) => format!("controller {:?}", c.action).to_lowercase(),
         StepKind::Fault(f) => match &f.action {
             FaultStepAction::Hold(h) => format!("fault hold {}", h.kind),

@@ -851,6 +851,122 @@ fn a_healed_breach_authorises_no_later_deletion() {
 }
 
 #[test]
+fn a_regular_breach_justifies_a_gang_termination_at_either_level() {
+    // Grove may terminate the gang of the group replica, or of the PodCliqueSet replica the
+    // group is in (the group breaches once a replica is unavailable): both are R5's.
+    let mut sim = leader_worker(1, true);
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-sidecar",
+        Impl,
+        "MinAvailableBreached",
+        "True",
+    );
+    sim.delete(Kind::PodCliqueScalingGroup, "job-0-trainer", Impl);
+    delete_replica(&mut sim, true);
+    sim.assert_clean();
+    // Without the breach, the same deletion of the group is O1.
+    let mut sim = leader_worker(1, true);
+    sim.delete(Kind::PodCliqueScalingGroup, "job-0-trainer", Impl);
+    assert_eq!(sim.clauses(), ["O1"]);
+    assert!(
+        sim.found[0].message.contains(
+            "PodCliqueScalingGroup job-0-trainer deleted by the implementation too early"
+        ),
+        "{}",
+        sim.found[0].message
+    );
+}
+
+/// A job beside a regular scaling group: PCS `job` (budget 1) → standalone completion-aware
+/// `trainer`, and regular PCSG `job-0-serving` → PodClique `job-0-serving-0-ps`.
+fn job_beside_a_regular_group() -> Sim {
+    let mut sim = Sim::new();
+    sim.add(
+        Kind::PodCliqueSet,
+        json!({"metadata": {"name": "job"}, "spec": {"replicas": 1,
+            "policy": {"completion": {"failure": {"maxRestarts": 1}}},
+            "template": {
+                "cliques": [
+                    {"name": "trainer", "spec": {"replicas": 1, "policy": {"completion": {}}, "podSpec": {}}},
+                    {"name": "ps", "spec": {"replicas": 1, "podSpec": {}}}],
+                "podCliqueScalingGroups": [{"name": "serving", "cliqueNames": ["ps"], "replicas": 1}]}},
+            "status": {"conditions": [], "replicaRestartCounts": [0]}}),
+        Harness,
+    );
+    let pcs = sim.uid(Kind::PodCliqueSet, "job");
+    sim.add(
+        Kind::PodClique,
+        json!({"metadata": {"name": "job-0-trainer", "ownerReferences": owner(Kind::PodCliqueSet, "job", &pcs),
+            "labels": {"app.kubernetes.io/part-of": "job", "grove.io/podcliqueset-replica-index": "0"}},
+            "spec": {"replicas": 1, "policy": {"completion": {}}, "podSpec": {}}, "status": {"conditions": []}}),
+        Impl,
+    );
+    add_group(&mut sim);
+    sim
+}
+
+/// Creates the regular group `job-0-serving` and its PodClique.
+fn add_group(sim: &mut Sim) {
+    let pcs = sim.uid(Kind::PodCliqueSet, "job");
+    sim.add(
+        Kind::PodCliqueScalingGroup,
+        json!({"metadata": {"name": "job-0-serving", "ownerReferences": owner(Kind::PodCliqueSet, "job", &pcs),
+            "labels": {"app.kubernetes.io/part-of": "job", "grove.io/podcliqueset-replica-index": "0"}},
+            "spec": {"replicas": 1, "cliqueNames": ["ps"]}, "status": {"conditions": []}}),
+        Impl,
+    );
+    add_ps(sim);
+}
+
+/// Creates `job-0-serving-0-ps`, owned by the group of that name as the monitor knows it last.
+fn add_ps(sim: &mut Sim) {
+    let group = sim.uid(Kind::PodCliqueScalingGroup, "job-0-serving");
+    sim.add(
+        Kind::PodClique,
+        json!({"metadata": {"name": "job-0-serving-0-ps", "ownerReferences": owner(Kind::PodCliqueScalingGroup, "job-0-serving", &group),
+            "labels": {"app.kubernetes.io/part-of": "job", "grove.io/podcliqueset-replica-index": "0",
+                "grove.io/podcliquescalinggroup": "job-0-serving", "grove.io/podcliquescalinggroup-replica-index": "0"}},
+            "spec": {"replicas": 1, "podSpec": {}}, "status": {"conditions": []}}),
+        Impl,
+    );
+}
+
+#[test]
+fn a_regular_group_gang_termination_and_its_orphan_are_clean() {
+    let mut sim = job_beside_a_regular_group();
+    sim.condition(
+        Kind::PodClique,
+        "job-0-serving-0-ps",
+        Impl,
+        "MinAvailableBreached",
+        "True",
+    );
+    // The job replica's gang termination, from the group's breach.
+    sim.delete(Kind::PodClique, "job-0-trainer", Impl);
+    sim.gone(Kind::PodClique, "job-0-trainer", Impl);
+    sim.delete(Kind::PodCliqueScalingGroup, "job-0-serving", Impl);
+    sim.gone(Kind::PodClique, "job-0-serving-0-ps", Impl);
+    // A reconcile that read the group just before its deletion creates a PodClique owned by
+    // it; the garbage collector removes that orphan: the cascade of the group's deletion.
+    add_ps(&mut sim);
+    sim.gone(Kind::PodCliqueScalingGroup, "job-0-serving", Impl);
+    sim.gone(Kind::PodClique, "job-0-serving-0-ps", Impl);
+    sim.assert_clean();
+    // The recreated group's own PodClique, deleted with no breach since, is O1.
+    add_group(&mut sim);
+    sim.delete(Kind::PodClique, "job-0-serving-0-ps", Impl);
+    assert_eq!(sim.clauses(), ["O1"]);
+    assert!(
+        sim.found[0]
+            .message
+            .contains("PodClique job-0-serving-0-ps deleted by the implementation too early"),
+        "{}",
+        sim.found[0].message
+    );
+}
+
+#[test]
 fn c4_a_completed_replica_run_again_is_caught() {
     // Replica 0 completes by its leader; its group has other replicas to wait for, so no
     // terminal condition is persisted. Its worker clique is cleaned up (C2), then a user

@@ -496,9 +496,12 @@ impl Monitor {
             .is_some_and(|(at, _)| created < *at)
     }
 
-    /// Records a regular PodClique's MinAvailableBreached=True against its replica, and
-    /// withdraws it when that clique (live, not being deleted) shows the condition not True
-    /// again: the breach healed before any gang termination, which then authorises nothing.
+    /// Records a regular PodClique's MinAvailableBreached=True against every replica it is in
+    /// (its scaling group's and its PodCliqueSet's: in Grove a group replica with a breached
+    /// clique is unavailable, and a group below its `minAvailable` breaches in turn, so either
+    /// level may terminate the gang), and withdraws it when that clique (live, not being
+    /// deleted) shows the condition not True again: the breach healed before any gang
+    /// termination, which then authorises nothing.
     fn note_breach(&mut self, idx: usize, e: &Entry) {
         let Some(breached) = self.vocab.name(Term::MinAvailableBreached) else {
             return;
@@ -510,23 +513,18 @@ impl Monitor {
         {
             return;
         }
-        let Some(key) = self
-            .replicas_of(&e.object, Kind::PodClique)
-            .first()
-            .cloned()
-        else {
-            return;
-        };
         let now_true = crate::vocab::condition_status(&e.object, breached) == Some("True");
-        let track = self.replicas.entry(key).or_default();
-        if now_true {
-            track.breached_at = Some((idx, e.uid.clone()));
-        } else if track
-            .breached_at
-            .as_ref()
-            .is_some_and(|(_, uid)| *uid == e.uid)
-        {
-            track.breached_at = None;
+        for key in self.replicas_of(&e.object, Kind::PodClique) {
+            let track = self.replicas.entry(key).or_default();
+            if now_true {
+                track.breached_at = Some((idx, e.uid.clone()));
+            } else if track
+                .breached_at
+                .as_ref()
+                .is_some_and(|(_, uid)| *uid == e.uid)
+            {
+                track.breached_at = None;
+            }
         }
     }
 

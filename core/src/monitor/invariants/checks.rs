@@ -394,14 +394,21 @@ impl Monitor {
     ) -> Option<(&'static str, String, Vec<usize>)> {
         let aware: Vec<&ReplicaKey> = scopes.iter().filter(|k| self.replica_aware(k)).collect();
         let nearest = *aware.first()?;
+        // The cascade of a parent's deletion, a regular scaling group's included (that
+        // deletion is judged on its own): also a child the implementation created after its
+        // owner was deleted, which the garbage collector then removes.
+        if scopes.iter().any(|k| {
+            self.objs
+                .get(&k.0)
+                .is_some_and(|p| p.deleting.is_some() || p.gone)
+        }) {
+            return None;
+        }
         for key in &aware {
             if self.scope_terminal(key).is_some() {
                 return None;
             }
-            let parent = self.objs.get(&key.0)?;
-            if parent.deleting.is_some() || parent.gone {
-                return None;
-            }
+            self.objs.get(&key.0)?;
             let track = self.replicas.get(*key).cloned().unwrap_or_default();
             if track.authorized_at.is_some_and(|at| created < at) {
                 return None;

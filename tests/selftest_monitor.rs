@@ -851,9 +851,9 @@ fn a_healed_breach_authorises_no_later_deletion() {
 }
 
 #[test]
-fn a_regular_breach_justifies_a_gang_termination_at_either_level() {
-    // Grove may terminate the gang of the group replica, or of the PodCliqueSet replica the
-    // group is in (the group breaches once a replica is unavailable): both are R5's.
+fn a_group_breach_justifies_terminating_the_job_replica_and_a_clique_breach_alone_does_not() {
+    // A regular clique's breach justifies terminating its group's replica (the nearest);
+    // the PodCliqueSet replica only once the group itself shows MinAvailableBreached=True.
     let mut sim = leader_worker(1, true);
     sim.condition(
         Kind::PodClique,
@@ -863,11 +863,6 @@ fn a_regular_breach_justifies_a_gang_termination_at_either_level() {
         "True",
     );
     sim.delete(Kind::PodCliqueScalingGroup, "job-0-trainer", Impl);
-    delete_replica(&mut sim, true);
-    sim.assert_clean();
-    // Without the breach, the same deletion of the group is O1.
-    let mut sim = leader_worker(1, true);
-    sim.delete(Kind::PodCliqueScalingGroup, "job-0-trainer", Impl);
     assert_eq!(sim.clauses(), ["O1"]);
     assert!(
         sim.found[0].message.contains(
@@ -876,6 +871,24 @@ fn a_regular_breach_justifies_a_gang_termination_at_either_level() {
         "{}",
         sim.found[0].message
     );
+    let mut sim = leader_worker(1, true);
+    sim.condition(
+        Kind::PodClique,
+        "job-0-trainer-0-sidecar",
+        Impl,
+        "MinAvailableBreached",
+        "True",
+    );
+    sim.condition(
+        Kind::PodCliqueScalingGroup,
+        "job-0-trainer",
+        Impl,
+        "MinAvailableBreached",
+        "True",
+    );
+    sim.delete(Kind::PodCliqueScalingGroup, "job-0-trainer", Impl);
+    delete_replica(&mut sim, true);
+    sim.assert_clean();
 }
 
 /// A job beside a regular scaling group: PCS `job` (budget 1) → standalone completion-aware
@@ -932,9 +945,8 @@ fn add_ps(sim: &mut Sim) {
     );
 }
 
-#[test]
-fn a_regular_group_gang_termination_and_its_orphan_are_clean() {
-    let mut sim = job_beside_a_regular_group();
+/// The regular clique of `job-0-serving` breaches, and so does the group.
+fn group_breaches(sim: &mut Sim) {
     sim.condition(
         Kind::PodClique,
         "job-0-serving-0-ps",
@@ -942,6 +954,19 @@ fn a_regular_group_gang_termination_and_its_orphan_are_clean() {
         "MinAvailableBreached",
         "True",
     );
+    sim.condition(
+        Kind::PodCliqueScalingGroup,
+        "job-0-serving",
+        Impl,
+        "MinAvailableBreached",
+        "True",
+    );
+}
+
+#[test]
+fn a_regular_group_gang_termination_and_its_orphan_are_clean() {
+    let mut sim = job_beside_a_regular_group();
+    group_breaches(&mut sim);
     // The job replica's gang termination, from the group's breach.
     sim.delete(Kind::PodClique, "job-0-trainer", Impl);
     sim.gone(Kind::PodClique, "job-0-trainer", Impl);
@@ -964,6 +989,67 @@ fn a_regular_group_gang_termination_and_its_orphan_are_clean() {
         "{}",
         sim.found[0].message
     );
+}
+
+#[test]
+fn a_regular_clique_breach_without_a_group_breach_or_after_it_healed_spares_nothing_else() {
+    // The clique breaches but the group keeps its minAvailable: the job's trainer stays.
+    let mut sim = job_beside_a_regular_group();
+    sim.condition(
+        Kind::PodClique,
+        "job-0-serving-0-ps",
+        Impl,
+        "MinAvailableBreached",
+        "True",
+    );
+    sim.delete(Kind::PodClique, "job-0-trainer", Impl);
+    assert_eq!(sim.clauses(), ["O1"]);
+    // The group breaches and heals with the same clique: a later deletion of the trainer is
+    // judged again (here O2: a failure, budget left, no persisted restart).
+    let mut sim = job_beside_a_regular_group();
+    group_breaches(&mut sim);
+    sim.condition(
+        Kind::PodClique,
+        "job-0-serving-0-ps",
+        Impl,
+        "MinAvailableBreached",
+        "False",
+    );
+    sim.condition(
+        Kind::PodCliqueScalingGroup,
+        "job-0-serving",
+        Impl,
+        "MinAvailableBreached",
+        "False",
+    );
+    sim.assert_clean();
+    add_pod(&mut sim, "job-0-trainer", 0, Impl);
+    let trainer = pod_name(&sim, "job-0-trainer", 0);
+    sim.phase(&trainer, "Failed");
+    sim.delete(Kind::PodClique, "job-0-trainer", Impl);
+    assert_eq!(sim.clauses(), ["O2"]);
+}
+
+#[test]
+fn a_job_replica_termination_racing_the_groups_own_is_clean() {
+    // The group tears its breached replica down and its recreated clique makes the group's
+    // condition not True; the PodCliqueSet replica's termination, decided on the same breach
+    // from a cache that still showed it, follows.
+    let mut sim = job_beside_a_regular_group();
+    group_breaches(&mut sim);
+    sim.delete(Kind::PodClique, "job-0-serving-0-ps", Impl);
+    sim.gone(Kind::PodClique, "job-0-serving-0-ps", Impl);
+    add_ps(&mut sim);
+    sim.condition(
+        Kind::PodCliqueScalingGroup,
+        "job-0-serving",
+        Impl,
+        "MinAvailableBreached",
+        "False",
+    );
+    sim.delete(Kind::PodClique, "job-0-trainer", Impl);
+    sim.delete(Kind::PodCliqueScalingGroup, "job-0-serving", Impl);
+    sim.assert_clean();
 }
 
 #[test]

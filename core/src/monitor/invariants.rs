@@ -144,8 +144,9 @@ struct ReplicaTrack {
     pending: Option<usize>,
     /// The entry that persisted the latest increment.
     authorized_at: Option<usize>,
-    /// The entry in which a regular PodClique of the replica showed MinAvailableBreached=True
-    /// (a gang termination, R5, may follow), and that clique's UID, while the breach stands.
+    /// The entry in which a regular PodClique of the replica, or a scaling group of a
+    /// PodCliqueSet replica, showed MinAvailableBreached=True (a gang termination, R5, may
+    /// follow), and that object's UID, while the breach stands.
     breached_at: Option<(usize, String)>,
     /// The entry in which the replica's current attempt became complete (E7: every required
     /// child created since the latest persisted restart Completed). A restart persisted after
@@ -486,9 +487,9 @@ impl Monitor {
         self.replica_complete(key).then_some(parent.last)
     }
 
-    /// Whether a regular PodClique of replica `key` showed MinAvailableBreached=True (R5)
-    /// after the object created at `created` existed: a gang termination of that attempt is
-    /// justified even once the breached clique itself is gone.
+    /// Whether a breach of replica `key` (see [`Self::note_breach`]) was shown after the object
+    /// created at `created` existed: a gang termination of that attempt is justified even once
+    /// the breached object itself is gone.
     fn regular_gang_termination(&self, key: &ReplicaKey, created: usize) -> bool {
         self.replicas
             .get(key)
@@ -496,36 +497,62 @@ impl Monitor {
             .is_some_and(|(at, _)| created < *at)
     }
 
-    /// Records a regular PodClique's MinAvailableBreached=True against every replica it is in
-    /// (its scaling group's and its PodCliqueSet's: in Grove a group replica with a breached
-    /// clique is unavailable, and a group below its `minAvailable` breaches in turn, so either
-    /// level may terminate the gang), and withdraws it when that clique (live, not being
-    /// deleted) shows the condition not True again: the breach healed before any gang
-    /// termination, which then authorises nothing.
+    /// Records a breach that may lead to a regular gang termination (R5), and withdraws it
+    /// when the object that showed it (live, not being deleted) shows the condition not True
+    /// again: the breach healed before any gang termination, which then authorises nothing.
+    /// A regular PodClique's MinAvailableBreached=True counts for its nearest replica. A
+    /// scaling group's own MinAvailableBreached=True (fewer than its `minAvailable` replicas
+    /// available, which in Grove a breached regular clique can cause) counts for the
+    /// PodCliqueSet replica the group is in: Grove may terminate that whole replica. A group
+    /// that shows the condition not True again withdraws it only if its breached replica was
+    /// not torn down meanwhile (see [`Self::members_torn_down`]).
     fn note_breach(&mut self, idx: usize, e: &Entry) {
         let Some(breached) = self.vocab.name(Term::MinAvailableBreached) else {
             return;
         };
-        if e.kind != Kind::PodClique
-            || e.event == EventType::Deleted
-            || e.deleting()
-            || self.vocab.is_completion_aware_clique(&e.object)
-        {
+        if e.event == EventType::Deleted || e.deleting() {
             return;
         }
+        let keys = match e.kind {
+            Kind::PodClique if !self.vocab.is_completion_aware_clique(&e.object) => self
+                .replicas_of(&e.object, Kind::PodClique)
+                .into_iter()
+                .take(1)
+                .collect(),
+            Kind::PodCliqueScalingGroup => self.replicas_of(&e.object, Kind::PodCliqueScalingGroup),
+            _ => return,
+        };
         let now_true = crate::vocab::condition_status(&e.object, breached) == Some("True");
-        for key in self.replicas_of(&e.object, Kind::PodClique) {
+        for key in keys {
+            let since = self.replicas.get(&key).and_then(|t| t.breached_at.clone());
+            let heals = match &since {
+                Some((at, uid)) if !now_true && *uid == e.uid => {
+                    e.kind != Kind::PodCliqueScalingGroup || !self.members_torn_down(uid, *at)
+                }
+                _ => false,
+            };
             let track = self.replicas.entry(key).or_default();
             if now_true {
                 track.breached_at = Some((idx, e.uid.clone()));
-            } else if track
-                .breached_at
-                .as_ref()
-                .is_some_and(|(_, uid)| *uid == e.uid)
-            {
+            } else if heals {
                 track.breached_at = None;
             }
         }
+    }
+
+    /// Whether a PodClique of the scaling group `group` started its deletion after entry `at`.
+    /// A group whose breached replica was torn down shows the condition not True again
+    /// because its cliques are new, not because it healed; the PodCliqueSet replica's own
+    /// gang termination, decided on the same breach, may still follow.
+    fn members_torn_down(&self, group: &str, at: usize) -> bool {
+        self.objs.values().any(|o| {
+            o.kind == Kind::PodClique
+                && o.deleting.is_some_and(|d| d > at)
+                && self
+                    .owner(&o.object, Kind::PodCliqueScalingGroup)
+                    .as_deref()
+                    == Some(group)
+        })
     }
 
     /// Runs every check of [`CHECKS`] on the entry at `idx`, in the table's order.

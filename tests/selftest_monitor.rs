@@ -89,6 +89,11 @@ impl Sim {
         });
     }
 
+    /// The implementation writes `MinAvailableBreached` with `status` on `kind` `name`.
+    fn breach(&mut self, kind: Kind, name: &str, status: &str) {
+        self.condition(kind, name, Impl, "MinAvailableBreached", status);
+    }
+
     fn counts(&mut self, kind: Kind, name: &str, counts: Value) {
         self.modify(kind, name, Impl, |o| {
             o["status"]["replicaRestartCounts"] = counts
@@ -351,13 +356,7 @@ fn option_a_completion_with_a_simultaneous_failure_is_clean() {
 #[test]
 fn a_regular_gang_termination_consumes_no_budget_and_is_clean() {
     let mut sim = leader_worker(1, true);
-    sim.condition(
-        Kind::PodClique,
-        "job-0-trainer-0-sidecar",
-        Impl,
-        "MinAvailableBreached",
-        "True",
-    );
+    sim.breach(Kind::PodClique, "job-0-trainer-0-sidecar", "True");
     delete_replica(&mut sim, true);
     create_attempt(&mut sim, true);
     sim.assert_clean();
@@ -830,21 +829,9 @@ fn replica_membership_comes_from_b1_names_without_index_labels() {
 #[test]
 fn a_healed_breach_authorises_no_later_deletion() {
     let mut sim = leader_worker(1, true);
-    sim.condition(
-        Kind::PodClique,
-        "job-0-trainer-0-sidecar",
-        Impl,
-        "MinAvailableBreached",
-        "True",
-    );
+    sim.breach(Kind::PodClique, "job-0-trainer-0-sidecar", "True");
     // The sidecar recovers before any gang termination.
-    sim.condition(
-        Kind::PodClique,
-        "job-0-trainer-0-sidecar",
-        Impl,
-        "MinAvailableBreached",
-        "False",
-    );
+    sim.breach(Kind::PodClique, "job-0-trainer-0-sidecar", "False");
     sim.assert_clean();
     sim.delete(Kind::PodClique, "job-0-trainer-0-worker", Impl);
     assert_eq!(sim.clauses(), ["O1"]);
@@ -855,13 +842,7 @@ fn a_group_breach_justifies_terminating_the_job_replica_and_a_clique_breach_alon
     // A regular clique's breach justifies terminating its group's replica (the nearest);
     // the PodCliqueSet replica only once the group itself shows MinAvailableBreached=True.
     let mut sim = leader_worker(1, true);
-    sim.condition(
-        Kind::PodClique,
-        "job-0-trainer-0-sidecar",
-        Impl,
-        "MinAvailableBreached",
-        "True",
-    );
+    sim.breach(Kind::PodClique, "job-0-trainer-0-sidecar", "True");
     sim.delete(Kind::PodCliqueScalingGroup, "job-0-trainer", Impl);
     assert_eq!(sim.clauses(), ["O1"]);
     assert!(
@@ -872,20 +853,8 @@ fn a_group_breach_justifies_terminating_the_job_replica_and_a_clique_breach_alon
         sim.found[0].message
     );
     let mut sim = leader_worker(1, true);
-    sim.condition(
-        Kind::PodClique,
-        "job-0-trainer-0-sidecar",
-        Impl,
-        "MinAvailableBreached",
-        "True",
-    );
-    sim.condition(
-        Kind::PodCliqueScalingGroup,
-        "job-0-trainer",
-        Impl,
-        "MinAvailableBreached",
-        "True",
-    );
+    sim.breach(Kind::PodClique, "job-0-trainer-0-sidecar", "True");
+    sim.breach(Kind::PodCliqueScalingGroup, "job-0-trainer", "True");
     sim.delete(Kind::PodCliqueScalingGroup, "job-0-trainer", Impl);
     delete_replica(&mut sim, true);
     sim.assert_clean();
@@ -947,20 +916,8 @@ fn add_ps(sim: &mut Sim) {
 
 /// The regular clique of `job-0-serving` breaches, and so does the group.
 fn group_breaches(sim: &mut Sim) {
-    sim.condition(
-        Kind::PodClique,
-        "job-0-serving-0-ps",
-        Impl,
-        "MinAvailableBreached",
-        "True",
-    );
-    sim.condition(
-        Kind::PodCliqueScalingGroup,
-        "job-0-serving",
-        Impl,
-        "MinAvailableBreached",
-        "True",
-    );
+    sim.breach(Kind::PodClique, "job-0-serving-0-ps", "True");
+    sim.breach(Kind::PodCliqueScalingGroup, "job-0-serving", "True");
 }
 
 #[test]
@@ -995,33 +952,15 @@ fn a_regular_group_gang_termination_and_its_orphan_are_clean() {
 fn a_regular_clique_breach_without_a_group_breach_or_after_it_healed_spares_nothing_else() {
     // The clique breaches but the group keeps its minAvailable: the job's trainer stays.
     let mut sim = job_beside_a_regular_group();
-    sim.condition(
-        Kind::PodClique,
-        "job-0-serving-0-ps",
-        Impl,
-        "MinAvailableBreached",
-        "True",
-    );
+    sim.breach(Kind::PodClique, "job-0-serving-0-ps", "True");
     sim.delete(Kind::PodClique, "job-0-trainer", Impl);
     assert_eq!(sim.clauses(), ["O1"]);
     // The group breaches and heals with the same clique: a later deletion of the trainer is
     // judged again (here O2: a failure, budget left, no persisted restart).
     let mut sim = job_beside_a_regular_group();
     group_breaches(&mut sim);
-    sim.condition(
-        Kind::PodClique,
-        "job-0-serving-0-ps",
-        Impl,
-        "MinAvailableBreached",
-        "False",
-    );
-    sim.condition(
-        Kind::PodCliqueScalingGroup,
-        "job-0-serving",
-        Impl,
-        "MinAvailableBreached",
-        "False",
-    );
+    sim.breach(Kind::PodClique, "job-0-serving-0-ps", "False");
+    sim.breach(Kind::PodCliqueScalingGroup, "job-0-serving", "False");
     sim.assert_clean();
     add_pod(&mut sim, "job-0-trainer", 0, Impl);
     let trainer = pod_name(&sim, "job-0-trainer", 0);
@@ -1040,13 +979,7 @@ fn a_job_replica_termination_racing_the_groups_own_is_clean() {
     sim.delete(Kind::PodClique, "job-0-serving-0-ps", Impl);
     sim.gone(Kind::PodClique, "job-0-serving-0-ps", Impl);
     add_ps(&mut sim);
-    sim.condition(
-        Kind::PodCliqueScalingGroup,
-        "job-0-serving",
-        Impl,
-        "MinAvailableBreached",
-        "False",
-    );
+    sim.breach(Kind::PodCliqueScalingGroup, "job-0-serving", "False");
     sim.delete(Kind::PodClique, "job-0-trainer", Impl);
     sim.delete(Kind::PodCliqueScalingGroup, "job-0-serving", Impl);
     sim.assert_clean();

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use grove_conformance::catalog::PodAction;
-use grove_conformance::target::PodDriver;
-use grove_conformance::target::embedded::{EmbeddedCluster, EmbeddedOptions};
-use grove_conformance::target::{TargetSpec, acquire};
+use grove_conformance::cluster::embedded::{EmbeddedCluster, EmbeddedOptions};
+use grove_conformance::cluster::{TargetSpec, acquire};
+use grove_conformance::kubelets::PodDriver;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;

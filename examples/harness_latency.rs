@@ -8,8 +8,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use grove_conformance::cluster::embedded::{EmbeddedCluster, EmbeddedOptions};
 use grove_conformance::runner::observe::Observer;
-use grove_conformance::target::embedded::{EmbeddedCluster, EmbeddedOptions};
 use grove_conformance::vocab::Vocabulary;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams};

@@ -15,8 +15,8 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use grove_conformance::cluster::embedded::{EmbeddedCluster, EmbeddedOptions};
 use grove_conformance::errors;
-use grove_conformance::target::embedded::{EmbeddedCluster, EmbeddedOptions};
 use grove_reference_operator::api::{PodCliqueScalingGroup, PodCliqueSet};
 use grove_reference_operator::controller::{RunOptions, run};
 use grove_reference_operator::names::{

@@ -6,9 +6,9 @@
 
 use std::time::{Duration, Instant};
 
+use grove_conformance::cluster::embedded::client_for;
+use grove_conformance::cluster::embedded::{EmbeddedCluster, EmbeddedOptions};
 use grove_conformance::proxy::ApiProxy;
-use grove_conformance::target::embedded::client_for;
-use grove_conformance::target::embedded::{EmbeddedCluster, EmbeddedOptions};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;

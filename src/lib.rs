@@ -6,8 +6,9 @@
 //! [`diff`], [`monitor`], [`report`], the spec [`model`] and the scenario generators of
 //! [`explore`]. What does I/O lives here, from the ground up:
 //! - [`host`]: supervised processes, files, the Docker engine;
-//! - [`target`]: what cases run against (embedded, kind, an existing cluster);
-//! - [`kubelet`]: the simulated node fleet of the embedded target;
+//! - [`cluster`]: what cases run against (embedded, kind, an existing cluster);
+//! - [`kubelets`]: how pods are driven: the simulated node fleet of the embedded cluster, or
+//!   real kubelets (kind, any cluster), behind one [`kubelets::PodDriver`];
 //! - [`proxy`]: the fault-injecting Kubernetes API proxy implementations talk through;
 //! - [`implementation`]: what is judged (a process, a container image, one already running);
 //! - [`runner`]: running cases (scheduling, observing, a case's steps);
@@ -18,9 +19,9 @@ pub use grove_conformance_core::{
 };
 
 pub mod campaign;
+pub mod cluster;
 pub mod host;
 pub mod implementation;
-pub mod kubelet;
+pub mod kubelets;
 pub mod proxy;
 pub mod runner;
-pub mod target;

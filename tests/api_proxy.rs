@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
+use grove_conformance::cluster::embedded::client_for;
+use grove_conformance::cluster::embedded::{self, EmbeddedCluster};
 use grove_conformance::proxy::{
     ApiProxy, FaultAction, FaultRule, Fired, Hold, HookPosition, Reads, RecordedRequest, Release,
     RequestMatch, Verb,
 };
-use grove_conformance::target::embedded::client_for;
-use grove_conformance::target::embedded::{self, EmbeddedCluster};
 use http_body_util::BodyExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

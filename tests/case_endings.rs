@@ -10,11 +10,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use grove_conformance::catalog::{self, Case, Catalog, RequestPin};
+use grove_conformance::cluster::{TargetGuard, TargetSpec, acquire};
 use grove_conformance::errors;
 use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::report::{CaseResult, Outcome};
 use grove_conformance::runner::case::{CASE_LABEL, RunContext, run_case};
-use grove_conformance::target::{TargetGuard, TargetSpec, acquire};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;

@@ -15,12 +15,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use grove_conformance::catalog::{self, Catalog};
+use grove_conformance::cluster::{TargetGuard, TargetOptions, acquire};
 use grove_conformance::errors;
 use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::case::{RunContext, needs_exclusive, run_case};
 use grove_conformance::runner::default_jobs;
-use grove_conformance::target::{TargetGuard, TargetOptions, acquire};
 use rstest::rstest;
 
 struct Env {
@@ -59,7 +59,7 @@ fn env() -> &'static Env {
         if let Ok(guard) = &target
             && let Some(cluster) = guard.kind_cluster()
         {
-            grove_conformance::target::kind::delete_when_gone(
+            grove_conformance::cluster::kind::delete_when_gone(
                 std::process::id(),
                 &cluster.kind,
                 &cluster.name,

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use grove_conformance::kubelet::{NodeLoss, Taint};
-use grove_conformance::target::embedded::{self, EmbeddedCluster, Shared};
+use grove_conformance::cluster::embedded::{self, EmbeddedCluster, Shared};
+use grove_conformance::kubelets::simulated::{NodeLoss, Taint};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use grove_conformance::catalog;
+use grove_conformance::cluster::{TargetOptions, acquire, kind};
 use grove_conformance::errors;
 use grove_conformance::host::image::{self, Role};
 use grove_conformance::implementation::deployment::{
@@ -29,7 +30,6 @@ use grove_conformance::implementation::{ImplementationSpec, Instance, InstanceEr
 use grove_conformance::proxy::{ApiProxy, Credentials, ProxyOptions};
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::{RunSettings, run_cases};
-use grove_conformance::target::{TargetOptions, acquire, kind};
 use grove_conformance::vocab::{Revision, Vocabulary};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};

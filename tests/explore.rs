@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use grove_conformance::campaign::explore as files;
 use grove_conformance::catalog;
+use grove_conformance::cluster::{TargetOptions, acquire};
 use grove_conformance::errors;
 use grove_conformance::explore::{Body, Scenario, scenario, shrink};
 use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::{RunSettings, run_cases};
-use grove_conformance::target::{TargetOptions, acquire};
 use grove_conformance::vocab::Vocabulary;
 
 fn copy_dir(from: &Path, to: &Path) {

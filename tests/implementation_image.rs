@@ -10,13 +10,13 @@ use std::process::Command;
 use std::sync::Arc;
 
 use grove_conformance::catalog;
+use grove_conformance::cluster::{TargetSpec, acquire};
 use grove_conformance::errors;
 use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::implementation::container::{OWNER_LABEL, docker_available};
 use grove_conformance::implementation::{Instance, Setup};
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::{RunSettings, Selection};
-use grove_conformance::target::{TargetSpec, acquire};
 use grove_conformance::vocab::{Revision, Vocabulary};
 
 #[test]

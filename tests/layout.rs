@@ -18,20 +18,20 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("host", &[][..]),
         ("proxy", &["host"][..]),
         // The simulated kubelet reports the embedded control plane's pinned version.
-        ("kubelet", &["host", "target"][..]),
-        ("target", &["host", "kubelet"][..]),
-        ("implementation", &["host", "proxy", "target"][..]),
+        ("kubelets", &["host", "cluster"][..]),
+        ("cluster", &["host", "kubelets"][..]),
+        ("implementation", &["host", "proxy", "cluster"][..]),
         (
             "runner",
-            &["host", "proxy", "kubelet", "target", "implementation"][..],
+            &["host", "proxy", "kubelets", "cluster", "implementation"][..],
         ),
         (
             "campaign",
             &[
                 "host",
                 "proxy",
-                "kubelet",
-                "target",
+                "kubelets",
+                "cluster",
                 "implementation",
                 "runner",
             ][..],
@@ -127,8 +127,8 @@ fn the_core_crate_has_no_kube_client_and_no_async_runtime() {
 fn a_use_of_another_folder_is_seen() {
     assert_eq!(used("use crate::runner::case::RunContext;"), ["runner"]);
     assert_eq!(
-        used("x: crate::host::docker::command(), y: crate::target::X"),
-        ["host", "target"]
+        used("x: crate::host::docker::command(), y: crate::cluster::X"),
+        ["host", "cluster"]
     );
     assert!(used("use grove_conformance_core::catalog;").is_empty());
 }

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use grove_conformance::target::embedded::{self, EmbeddedCluster, Shared};
+use grove_conformance::cluster::embedded::{self, EmbeddedCluster, Shared};
 use grove_reference_operator::api::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
 use grove_reference_operator::controller::{RunOptions, run_until};
 use grove_reference_operator::names::{

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use grove_conformance::host::process;
-use grove_conformance::target::embedded::{
+use grove_conformance::cluster::embedded::{
     ControlPlane, ControlPlaneOptions, ProvisionOptions, provision,
 };
+use grove_conformance::host::process;
 
 fn alive(pid: u32) -> bool {
     // A zombie is dead for our purposes: it holds no resources but a table slot.

@@ -3,7 +3,7 @@
 //! (one run per recorded write with a crash pinned at it); [`explore`]'s generated scenarios
 //! as a catalog in memory and its shrunk cases written out.
 //!
-//! May use: [`crate::runner`], [`crate::target`], [`crate::implementation`], [`crate::proxy`],
+//! May use: [`crate::runner`], [`crate::cluster`], [`crate::implementation`], [`crate::proxy`],
 //! [`crate::host`], the pure core.
 
 pub mod bench;

@@ -425,10 +425,10 @@ pub fn summary(sweeps: &[Sweep]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::TargetHandles;
     use crate::implementation::ImplementationSpec;
-    use crate::target::TargetHandles;
-    use crate::target::pods::PodDriver;
-    use crate::target::real_kubelets::{NodeControl, RealPods};
+    use crate::kubelets::PodDriver;
+    use crate::kubelets::real::{NodeControl, RealPods};
 
     #[tokio::test]
     async fn a_sweep_reads_its_runs_events_itself() {

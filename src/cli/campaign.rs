@@ -4,13 +4,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use grove_conformance::catalog::{self, Applicability};
+use grove_conformance::cluster::TargetSpec;
 use grove_conformance::errors;
 use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::implementation::admission::{self, AdmissionOptions};
 use grove_conformance::report;
 use grove_conformance::runner::RunSettings;
 use grove_conformance::schedule::Shard;
-use grove_conformance::target::TargetSpec;
 use grove_conformance::vocab::{Revision, Vocabulary};
 
 use super::{load, runtime};

@@ -10,12 +10,12 @@ use std::time::Instant;
 
 use grove_conformance::campaign::explore as files;
 use grove_conformance::catalog;
+use grove_conformance::cluster::TargetHandles;
 use grove_conformance::errors;
 use grove_conformance::explore::{Scenario, scenario, shrink};
 use grove_conformance::implementation::admission;
 use grove_conformance::report::{self, Outcome};
 use grove_conformance::runner::{self, RunSettings};
-use grove_conformance::target::TargetHandles;
 
 use grove_conformance::schedule::Durations;
 

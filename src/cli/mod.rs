@@ -214,17 +214,17 @@ enum ImageRole {
 
 /// The binary's entry point.
 pub fn main() -> ExitCode {
-    // Registered as dockerd's runtime on hosts that need it (see `target::kind::runc_shim`).
+    // Registered as dockerd's runtime on hosts that need it (see `cluster::kind::runc_shim`).
     if std::env::args_os()
         .next()
         .and_then(|a| {
             std::path::Path::new(&a)
                 .file_name()
-                .map(|n| n == grove_conformance::target::kind::runc_shim::SHIM_NAME)
+                .map(|n| n == grove_conformance::cluster::kind::runc_shim::SHIM_NAME)
         })
         .unwrap_or(false)
     {
-        grove_conformance::target::kind::runc_shim::shim_main();
+        grove_conformance::cluster::kind::runc_shim::shim_main();
     }
     let cli = Cli::parse();
     // The reference operator logs each decision at info level, so that the log a failed case
@@ -320,7 +320,7 @@ fn image(role: ImageRole, tag: Option<String>, kind: Option<&str>, catalog: &Pat
         return report::SETUP_FAILED;
     }
     if let Some(cluster) = kind
-        && let Err(e) = grove_conformance::target::kind::load_image(cluster, &tag)
+        && let Err(e) = grove_conformance::cluster::kind::load_image(cluster, &tag)
     {
         eprintln!("error: {:#}", grove_conformance::errors::chain(&e));
         return report::SETUP_FAILED;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use clap::ValueEnum;
 use grove_conformance::catalog::{self, Profile};
+use grove_conformance::cluster::{self, TargetGuard, TargetOptions, TargetSpec};
 use grove_conformance::errors;
 use grove_conformance::implementation::admission::{
     self, AdmissionOptions, Prepared, WebhookConfiguration,
@@ -16,7 +17,6 @@ use grove_conformance::implementation::{ImplementationSpec, Setup};
 use grove_conformance::report::{self, ProgressLine, RunRecord};
 use grove_conformance::runner::{self, RunSettings, Selection};
 use grove_conformance::schedule::Shard;
-use grove_conformance::target::{self, TargetGuard, TargetOptions, TargetSpec};
 use grove_conformance::vocab::{Revision, Vocabulary};
 
 use super::reports::{Reports, today};
@@ -335,7 +335,7 @@ pub(crate) async fn acquire_target(
         .crds
         .clone()
         .unwrap_or_else(grove_reference_operator::crds);
-    let mut target = target::acquire(spec, crds, install_crds)
+    let mut target = cluster::acquire(spec, crds, install_crds)
         .await
         .map_err(|e| {
             eprintln!("error: {:#}", errors::chain(&e));
@@ -622,7 +622,7 @@ fn default_proxy_address(args: &RunArgs) -> Result<std::net::IpAddr, i32> {
         return Ok(ip);
     }
     if args.target_options().kind || kubeconfig_on_loopback(args) {
-        return target::kind::network_gateway().map_err(|e| {
+        return cluster::kind::network_gateway().map_err(|e| {
             eprintln!(
                 "error: the API proxy's address on kind's network: {:#}",
                 errors::chain(&e)

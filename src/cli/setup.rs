@@ -1,11 +1,11 @@
 //! `setup` and `up`: the control-plane binaries (and kind assets) found or built, and a
 //! standing embedded cluster to look around in.
 
+use grove_conformance::cluster::embedded::{EmbeddedCluster, EmbeddedOptions};
+use grove_conformance::cluster::embedded::{ProvisionOptions, provision};
 use grove_conformance::errors;
-use grove_conformance::kubelet::FleetOptions;
+use grove_conformance::kubelets::simulated::FleetOptions;
 use grove_conformance::report;
-use grove_conformance::target::embedded::{EmbeddedCluster, EmbeddedOptions};
-use grove_conformance::target::embedded::{ProvisionOptions, provision};
 
 use super::runtime;
 
@@ -39,7 +39,7 @@ pub(crate) fn setup(no_build: bool, kind: bool) -> i32 {
             return report::SETUP_FAILED;
         }
     };
-    match grove_conformance::target::kind::assets::resolve(&options, &exe) {
+    match grove_conformance::cluster::kind::assets::resolve(&options, &exe) {
         Ok(assets) => {
             println!("{:<24} {}", "kind", assets.kind.display());
             println!("{:<24} {}", "kubectl", assets.kubectl.display());

@@ -22,9 +22,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::cluster::embedded::certs;
+use crate::cluster::{HARNESS_MANAGER, TargetError};
 use crate::host::{free_port, write_private};
-use crate::target::embedded::certs;
-use crate::target::{HARNESS_MANAGER, TargetError};
 
 /// A problem with the implementation's CRDs, webhooks or configuration template.
 #[derive(Debug, thiserror::Error)]

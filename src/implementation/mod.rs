@@ -4,7 +4,7 @@
 //! an image as a container ([`container`]), a Deployment through the harness's API proxy
 //! ([`deployment`]), so a case can pause, resume or crash it.
 //!
-//! May use: [`crate::host`], [`crate::proxy`], [`crate::target`] (certificates, the field
+//! May use: [`crate::host`], [`crate::proxy`], [`crate::cluster`] (certificates, the field
 //! manager, CRD errors), the pure core. Never the runner.
 
 pub mod admission;

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::catalog::Catalog;
+use crate::cluster::TargetHandles;
 use crate::implementation::ImplementationSpec;
 use crate::report::RunEvent;
-use crate::target::TargetHandles;
 use crate::vocab::Vocabulary;
 
 use super::case::RunContext;

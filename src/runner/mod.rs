@@ -1,9 +1,9 @@
 //! Running cases: [`run_cases`] schedules a selection of cases against an acquired target and
 //! an implementation; [`case::run_case`] runs one in its own namespace under the
 //! [`observe::Observer`]'s watches and invariant monitor; a case's pod actions reach pods
-//! through the target's [`PodDriver`](crate::target::PodDriver).
+//! through the target's [`PodDriver`](crate::kubelets::PodDriver).
 //!
-//! May use: [`crate::target`], [`crate::implementation`], [`crate::proxy`], [`crate::kubelet`],
+//! May use: [`crate::cluster`], [`crate::implementation`], [`crate::proxy`], [`crate::kubelets::simulated`],
 //! [`crate::host`], the pure core.
 
 pub mod case;

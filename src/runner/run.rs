@@ -15,11 +15,11 @@ use tokio::sync::{
 
 use super::case::{RunContext, needs_exclusive, run_case_queued};
 use crate::catalog::{Case, Catalog, Profile};
+use crate::cluster::TargetHandles;
 use crate::implementation::{ImplementationSpec, Instance};
 use crate::proxy::{ApiProxy, Credentials, ProxyOptions};
 use crate::report::{CaseResult, Outcome, Recorder, RunEvent, RunResults, TimeSplit};
 use crate::schedule::{self, Durations, Planned};
-use crate::target::TargetHandles;
 use crate::vocab::Vocabulary;
 
 /// Which cases to run.

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::clauses::{CLAUSES, Profile};
 use super::diagnostic::Diagnostic;
-use super::model::{Apply, Case, ObjectRef, Request, StepKind, Target};
+use super::model::{Addressee, Apply, Case, ObjectRef, Request, StepKind};
 use super::parse::parse_case_with_fixtures;
 use super::patch::merge_patch;
 use super::yaml::{self, Node, Pos};
@@ -481,10 +481,10 @@ impl Catalog {
     }
 
     /// The object a step's target names (a fixture names its PodCliqueSet).
-    pub fn resolve(&self, target: &Target) -> Option<ObjectRef> {
+    pub fn resolve(&self, target: &Addressee) -> Option<ObjectRef> {
         match target {
-            Target::Object(o) => Some(o.clone()),
-            Target::Fixture(f) => self.fixture(f).map(|f| ObjectRef {
+            Addressee::Object(o) => Some(o.clone()),
+            Addressee::Fixture(f) => self.fixture(f).map(|f| ObjectRef {
                 kind: Kind::PodCliqueSet,
                 name: f.object_name.clone(),
             }),

@@ -195,7 +195,7 @@ pub struct Apply {
 
 /// What an `update` or `delete` addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub enum Addressee {
     /// An object by kind and name.
     Object(ObjectRef),
     /// The PodCliqueSet a fixture creates.
@@ -250,7 +250,7 @@ pub struct ConditionWrite {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Update {
     /// The object.
-    pub target: Target,
+    pub target: Addressee,
     /// Which part is written.
     pub subresource: Subresource,
     /// Merged into the live object; see [`merge_patch`](super::merge_patch).
@@ -263,7 +263,7 @@ pub struct Update {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delete {
     /// The object.
-    pub target: Target,
+    pub target: Addressee,
     /// Grace period 0 (force) instead of the default.
     pub force: bool,
 }

@@ -19,11 +19,11 @@ use super::verdict::{
 };
 use crate::catalog::{Applicability, Case, Catalog, ControllerAction, FaultStep, RequestPin};
 use crate::implementation::{ImplementationSpec, Instance};
+use crate::kubelets::PodDriver;
 use crate::monitor::{SeenRequest, Violation};
 use crate::proxy::{ApiProxy, FaultAction, HookPosition, RecordedRequest, RequestInfo};
 use crate::report::{CaseResult, Outcome, RunEvent, TimeSplit};
 use crate::runner::observe::Observer;
-use crate::target::pods::PodDriver;
 use crate::vocab::Vocabulary;
 
 /// Label on every case namespace, with the case name as value.

@@ -9,8 +9,8 @@ use serde_json::Value;
 use super::expect::DEFAULT_WITHIN;
 use super::steps::{CaseRun, StepError, fail};
 use crate::catalog::{PodAction, PodSelector, PodStep};
+use crate::kubelets::PodError;
 use crate::snapshot::uid;
-use crate::target::pods::PodError;
 
 /// How many pod actions of one step are in flight at once.
 const PARALLEL_POD_ACTIONS: usize = 32;

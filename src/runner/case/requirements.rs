@@ -6,11 +6,11 @@ use serde_json::Value;
 
 use super::lifecycle::RunContext;
 use crate::catalog::{
-    Case, Catalog, ControllerAction, PodAction, Request, StepKind, Subresource, Target, Update,
+    Addressee, Case, Catalog, ControllerAction, PodAction, Request, StepKind, Subresource, Update,
     merge_patch,
 };
 use crate::implementation::ImplementationSpec;
-use crate::target::pods::PodDriver;
+use crate::kubelets::PodDriver;
 use crate::vocab::Kind;
 
 /// Cases creating at least this many pods run alone: on a small machine they would starve
@@ -212,9 +212,9 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
 
 /// The resource (plural, main resource only) a step writes through the API, if any.
 fn written_resource(step: &StepKind) -> Option<&'static str> {
-    let of_target = |target: &Target| match target {
-        Target::Object(o) => o.kind.plural(),
-        Target::Fixture(_) => Kind::PodCliqueSet.plural(),
+    let of_target = |target: &Addressee| match target {
+        Addressee::Object(o) => o.kind.plural(),
+        Addressee::Fixture(_) => Kind::PodCliqueSet.plural(),
     };
     let of_update = |u: &Update| (u.subresource == Subresource::Main).then(|| of_target(&u.target));
     match step {

@@ -9,7 +9,8 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use super::lifecycle::RunContext;
 use crate::catalog::{
-    Case, ControllerAction, FaultStepAction, RefuseStep, RequestPin, StepKind, Target, UidSubject,
+    Addressee, Case, ControllerAction, FaultStepAction, RefuseStep, RequestPin, StepKind,
+    UidSubject,
 };
 use crate::implementation::Instance;
 use crate::proxy::ApiProxy;
@@ -160,10 +161,10 @@ fn describe(kind: &StepKind) -> String {
     }
 }
 
-pub(super) fn target_name(target: &Target) -> String {
+pub(super) fn target_name(target: &Addressee) -> String {
     match target {
-        Target::Object(o) => o.to_string(),
-        Target::Fixture(f) => format!("fixture {f}"),
+        Addressee::Object(o) => o.to_string(),
+        Addressee::Fixture(f) => format!("fixture {f}"),
     }
 }
 

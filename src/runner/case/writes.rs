@@ -8,7 +8,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use serde_json::{Value, json};
 
 use super::steps::{CaseRun, StepError, fail, target_name};
-use crate::catalog::{Delete, Reject, Request, Subresource, Target, Update, merge_patch};
+use crate::catalog::{Addressee, Delete, Reject, Request, Subresource, Update, merge_patch};
 use crate::matcher;
 use crate::runner::observe::api_resource;
 use crate::vocab::{Kind, Vocabulary};
@@ -85,10 +85,10 @@ impl CaseRun<'_> {
         )
     }
 
-    fn resolve(&self, target: &Target) -> Result<(Kind, String), StepError> {
+    fn resolve(&self, target: &Addressee) -> Result<(Kind, String), StepError> {
         match target {
-            Target::Object(o) => Ok((o.kind, o.name.clone())),
-            Target::Fixture(f) => self
+            Addressee::Object(o) => Ok((o.kind, o.name.clone())),
+            Addressee::Fixture(f) => self
                 .run
                 .catalog
                 .fixture(f)

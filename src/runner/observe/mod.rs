@@ -34,7 +34,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::kubelet::Fleet;
+use crate::kubelets::simulated::Fleet;
 use crate::monitor::{Entry, EventType, Monitor, Undecided, Violation};
 use crate::snapshot::Snapshot;
 use crate::vocab::{Kind, Vocabulary};

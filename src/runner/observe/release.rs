@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use super::{Facts, HarnessWrites, Pending, State};
-use crate::kubelet::Fleet;
+use crate::kubelets::simulated::Fleet;
 use crate::monitor::{Actor, Entry, EventType};
 use crate::vocab::Kind;
 

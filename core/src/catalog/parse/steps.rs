@@ -4,10 +4,10 @@
 
 use super::{Fields, Parser, join};
 use crate::catalog::model::{
-    Apply, ConditionWrite, ControllerAction, ControllerStep, Delete, DeletionTarget, FaultStep,
-    FaultStepAction, HoldFault, HoldRelease, NodeLoss, ObjectRef, PodAction, PodStep, Refusal,
-    RefuseStep, RefusedVerb, Reject, Remember, Request, RequestPin, Step, StepKind, Subresource,
-    Target, Trigger, Update,
+    Addressee, Apply, ConditionWrite, ControllerAction, ControllerStep, Delete, DeletionTarget,
+    FaultStep, FaultStepAction, HoldFault, HoldRelease, NodeLoss, ObjectRef, PodAction, PodStep,
+    Refusal, RefuseStep, RefusedVerb, Reject, Remember, Request, RequestPin, Step, StepKind,
+    Subresource, Trigger, Update,
 };
 
 /// The longest `for:` a hold may have: the proxy releases a hold at 4 minutes, before the
@@ -95,7 +95,7 @@ impl Parser<'_> {
     }
 
     /// `kind` + `name`, or `fixture`; returns the target and whether it was complete.
-    fn target(&mut self, f: &Fields<'_>) -> Option<Target> {
+    fn target(&mut self, f: &Fields<'_>) -> Option<Addressee> {
         match (f.get("kind"), f.get("name"), f.get("fixture")) {
             (_, _, Some(fx)) if f.has("kind") || f.has("name") => {
                 self.error(
@@ -107,11 +107,11 @@ impl Parser<'_> {
             }
             (None, None, Some(fx)) => self
                 .fixture_ref(fx, &f.child("fixture"))
-                .map(Target::Fixture),
+                .map(Addressee::Fixture),
             (Some(k), Some(n), None) => {
                 let kind = self.kind(k, &f.child("kind"), false);
                 let name = self.name(n, &f.child("name"));
-                Some(Target::Object(ObjectRef {
+                Some(Addressee::Object(ObjectRef {
                     kind: kind?,
                     name: name?,
                 }))
@@ -157,8 +157,8 @@ impl Parser<'_> {
             .get("patch")
             .and_then(|n| self.patch_value(n, &f.child("patch")));
         let kind = match &target {
-            Some(Target::Object(o)) => Some(o.kind),
-            Some(Target::Fixture(_)) => Some(Kind::PodCliqueSet),
+            Some(Addressee::Object(o)) => Some(o.kind),
+            Some(Addressee::Fixture(_)) => Some(Kind::PodCliqueSet),
             None => None,
         };
         let conditions = match f.get("conditions") {

@@ -8,8 +8,8 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
+use crate::cluster::embedded::provision::{Builder, KUBERNETES_VERSION, ProvisionError, io_err};
 use crate::host::docker;
-use crate::target::embedded::provision::{Builder, KUBERNETES_VERSION, ProvisionError, io_err};
 
 use super::assets::KIND_VERSION;
 use super::images::{chroot, chroot_apt, cmd, import, set_mode, sh, unpack, write};

@@ -91,7 +91,7 @@ pub enum ControlPlaneError {
     Client(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A CRD could not be installed.
     #[error(transparent)]
-    Crd(#[from] crate::target::crds::CrdError),
+    Crd(#[from] crate::cluster::crds::CrdError),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ControlPlaneError {
@@ -153,10 +153,10 @@ impl ControlPlane {
         let etcd = start_etcd(options, &data_dir, &log_dir, &ports).await?;
         let (apiserver, kubeconfig, client) =
             start_apiserver(options, &data_dir, &log_dir, &ports, &cert_paths).await?;
-        crate::target::crds::install(
+        crate::cluster::crds::install(
             &client,
             &options.crds,
-            crate::target::crds::FIELD_MANAGER,
+            crate::cluster::crds::FIELD_MANAGER,
             options.ready_timeout,
         )
         .await

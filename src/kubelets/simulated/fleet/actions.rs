@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::lifecycle::{delete_pod, patch_pod_status};
 use super::{Fleet, FleetError, Stage, api_err, now};
-use crate::kubelet::status::{self, ContainerState, Placement};
+use crate::kubelets::simulated::status::{self, ContainerState, Placement};
 
 /// How a node is lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

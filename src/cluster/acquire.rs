@@ -15,11 +15,11 @@ use kube::{Client, Config};
 use super::crds;
 use super::kind::assets as kind_assets;
 use super::kind::{KindCluster, set_up_nodes};
-use super::real_kubelets::{NodeControl, RealPods};
+use crate::cluster::embedded::ProvisionOptions;
+use crate::cluster::embedded::{EmbeddedCluster, EmbeddedOptions};
 use crate::host::write_private;
-use crate::target::PodDriver;
-use crate::target::embedded::ProvisionOptions;
-use crate::target::embedded::{EmbeddedCluster, EmbeddedOptions};
+use crate::kubelets::PodDriver;
+use crate::kubelets::real::{NodeControl, RealPods};
 
 /// Which cluster to run on.
 #[derive(Debug, Clone)]
@@ -40,7 +40,7 @@ pub enum TargetSpec {
         /// Keep the cluster afterwards.
         keep: bool,
         /// The grove-conformance executable: installed as the runc shim on hosts that need
-        /// one (see `target::kind::runc_shim`).
+        /// one (see `cluster::kind::runc_shim`).
         harness: PathBuf,
     },
 }
@@ -220,7 +220,7 @@ impl TargetGuard {
 }
 
 /// Field manager of the harness's own writes.
-pub use crate::target::crds::FIELD_MANAGER as HARNESS_MANAGER;
+pub use crate::cluster::crds::FIELD_MANAGER as HARNESS_MANAGER;
 
 /// Errors while preparing a target.
 #[derive(Debug, thiserror::Error)]

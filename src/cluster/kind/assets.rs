@@ -13,10 +13,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::host::{docker, is_executable};
-use crate::target::embedded::provision::{
+use crate::cluster::embedded::provision::{
     self, Builder, KUBERNETES_VERSION, ProvisionError, ProvisionOptions, default_cache_root, io_err,
 };
+use crate::host::{docker, is_executable};
 
 use super::images::{self, busybox_rootfs, cmd, import, sh};
 use super::node_image::node_image_build;

@@ -5,16 +5,16 @@
 use std::sync::Arc;
 
 use crate::catalog::{NodeLoss, PodAction};
-use crate::kubelet::{self, Fleet};
+use crate::kubelets::simulated::{self, Fleet};
 
-use crate::target::real_kubelets::{RealPods, RealPodsError};
+use crate::kubelets::real::{RealPods, RealPodsError};
 
 /// Why a pod action, or a node's loss or recovery, failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PodError {
     /// The simulated kubelet could not do it.
     #[error(transparent)]
-    Fleet(kubelet::FleetError),
+    Fleet(simulated::FleetError),
     /// Real kubelets could not do it.
     #[error(transparent)]
     Real(RealPodsError),
@@ -168,8 +168,8 @@ impl PodDriver {
         match self {
             PodDriver::Simulated(fleet) => {
                 let how = match how {
-                    NodeLoss::Vanish => kubelet::NodeLoss::Vanish,
-                    NodeLoss::FailFirst => kubelet::NodeLoss::FailedFirst,
+                    NodeLoss::Vanish => simulated::NodeLoss::Vanish,
+                    NodeLoss::FailFirst => simulated::NodeLoss::FailedFirst,
                 };
                 // The fleet records its own deletions.
                 fleet

@@ -11,11 +11,11 @@ use kube::Client;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
-use crate::kubelet::{Fleet, FleetError, FleetOptions, NODE_LABEL};
-use crate::target::embedded::{
+use crate::cluster::embedded::{
     ControlPlane, ControlPlaneError, ControlPlaneOptions, ProvisionError, ProvisionOptions,
     provision,
 };
+use crate::kubelets::simulated::{Fleet, FleetError, FleetOptions, NODE_LABEL};
 
 /// How to start the embedded cluster.
 #[derive(Debug, Clone, Default)]

@@ -1,5 +1,5 @@
 //! The kind target: a cluster created from `kind-config/kind.yaml` with the locally built node
-//! image ([`crate::target::kind::assets`]), pod networking set up by the harness (kind's own
+//! image ([`crate::cluster::kind::assets`]), pod networking set up by the harness (kind's own
 //! CNI image is not available offline: each node gets a bridge configuration for its pod CIDR
 //! and routes to the others'), and deleted with the run unless kept.
 //!
@@ -14,9 +14,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, ListParams};
 
+use crate::cluster::TargetError;
+use crate::cluster::kind::assets::KindAssets;
 use crate::host::docker;
-use crate::target::TargetError;
-use crate::target::kind::assets::KindAssets;
 
 /// The name of the kind cluster a run creates.
 pub const KIND_CLUSTER: &str = "grove-conformance";

@@ -1,5 +1,5 @@
 //! What cases run against: the embedded default (a real control plane with the simulated
-//! kubelet of [`crate::kubelet`]), a kind cluster created for the run, or an existing cluster
+//! kubelet of [`crate::kubelets`]), a kind cluster created for the run, or an existing cluster
 //! named by a kubeconfig. [`TargetSpec`] says which; [`acquire`] brings it up and returns the
 //! [`TargetGuard`] that tears it down.
 //!
@@ -10,22 +10,16 @@
 //!   its certificates and the build of its binaries;
 //! - [`kind`]: kind clusters, their offline assets (node image, component images) and the runc
 //!   shim some hosts need;
-//! - [`pods`]: the [`PodDriver`], how a case's pod actions reach pods: the simulated kubelet,
-//!   or real kubelets through
-//! - [`real_kubelets`]: exits, readiness, evictions and node loss where the kubelets are real
-//!   (kind, any cluster).
 //!
-//! May use: [`crate::host`], [`crate::kubelet`], the pure core. Never the runner, the proxy or
-//! an implementation (`tests/layout.rs` checks it).
+//! May use: [`crate::host`], [`crate::kubelets`] (the fleet an embedded cluster starts and the
+//! pod driver a cluster hands out), the pure core. Never the runner, the proxy or an
+//! implementation (`tests/layout.rs` checks it).
 
 mod acquire;
 pub mod crds;
 pub mod embedded;
 pub mod kind;
 mod options;
-pub mod pods;
-pub mod real_kubelets;
 
 pub use acquire::*;
 pub use options::{KIND_CONFIG, TargetOptions, TargetOptionsError};
-pub use pods::{PodDriver, PodError};

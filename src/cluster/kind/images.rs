@@ -6,10 +6,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::host::docker;
-use crate::target::embedded::provision::{
+use crate::cluster::embedded::provision::{
     Binaries, Builder, Component, KUBERNETES_VERSION, ProvisionError, io_err,
 };
+use crate::host::docker;
 
 use super::assets::{BUSYBOX_IMAGE, SANDBOX_IMAGE};
 

@@ -1,10 +1,10 @@
 //! The embedded default target: real etcd, kube-apiserver and kube-controller-manager (garbage
 //! collector, namespace controller, pod GC) started locally ([`ControlPlane`]), their
 //! certificates ([`certs`]) and binaries, found or built offline ([`provision`]), together with
-//! the simulated node fleet of [`crate::kubelet`] ([`EmbeddedCluster`]), and a process-wide
+//! the simulated node fleet of [`crate::kubelets::simulated`] ([`EmbeddedCluster`]), and a process-wide
 //! shared instance for test binaries ([`shared`]).
 //!
-//! May use: [`crate::host`], [`crate::kubelet`], the pure core.
+//! May use: [`crate::host`], [`crate::kubelets::simulated`], the pure core.
 
 pub mod certs;
 mod cluster;

@@ -228,7 +228,7 @@ pub(super) async fn register_node(
         "nodeInfo": {
             "architecture": "amd64", "operatingSystem": "linux", "osImage": "grove-conformance simulated node",
             "kernelVersion": "simulated", "containerRuntimeVersion": "simulated://1.0",
-            "kubeletVersion": crate::target::embedded::provision::KUBERNETES_VERSION,
+            "kubeletVersion": crate::cluster::embedded::provision::KUBERNETES_VERSION,
             "kubeProxyVersion": "", "machineID": name, "systemUUID": name, "bootID": name,
         },
     }});

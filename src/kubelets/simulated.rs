@@ -5,7 +5,7 @@
 //! preemption and node loss as they appear in the API.
 //!
 //! May use: [`crate::host`], the pure core, and the pinned Kubernetes version of
-//! [`crate::target::embedded`] (nothing else of the target).
+//! [`crate::cluster::embedded`] (nothing else of the cluster).
 
 mod fleet;
 pub mod status;

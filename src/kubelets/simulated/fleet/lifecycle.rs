@@ -17,7 +17,7 @@ use super::{
     Fleet, FleetError, Inner, KUBELET_MANAGER, PodRecord, Stage, TERMINATION_SECONDS_ANNOTATION,
     api_err, now,
 };
-use crate::kubelet::status::{self, ContainerState, Placement};
+use crate::kubelets::simulated::status::{self, ContainerState, Placement};
 
 fn grace_seconds(pod: &Pod) -> u64 {
     pod.metadata

@@ -18,7 +18,7 @@
 //! cargo build --bin grove-conformance
 //! cargo run --example mutation_campaign -- --mutants target/mutants.json \
 //!     --file reference-operator/src/semantics.rs --results target/mutation.jsonl
-//! # the verdicts so far, as the Markdown of docs/mutation.md:
+//! # the verdicts so far, as the Markdown of docs/src/mutation.md:
 //! cargo run --example mutation_campaign -- --mutants target/mutants.json \
 //!     --file reference-operator/src/semantics.rs --results target/mutation.jsonl --render
 //! ```

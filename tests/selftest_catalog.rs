@@ -80,14 +80,14 @@ fn the_catalog_loads_with_areas_and_fixtures() {
 fn the_coverage_doc_is_current() {
     let cat = catalog::load_catalog(&root()).unwrap();
     let want = catalog::coverage(&cat);
-    let path = root().join("docs/coverage.md");
+    let path = root().join("docs/src/coverage.md");
     if std::env::var_os("GROVE_CONFORMANCE_UPDATE_COVERAGE").is_some() {
         fs::write(&path, &want).unwrap();
     }
     let have = fs::read_to_string(&path).unwrap_or_default();
     assert!(
         have == want,
-        "docs/coverage.md is stale: regenerate it with `grove-conformance coverage` \
+        "docs/src/coverage.md is stale: regenerate it with `grove-conformance coverage` \
          (or GROVE_CONFORMANCE_UPDATE_COVERAGE=1 cargo test --test selftest_catalog)"
     );
 }

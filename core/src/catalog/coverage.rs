@@ -1,4 +1,4 @@
-//! The coverage table (clause → cases) written to `docs/coverage.md`.
+//! The coverage table (clause → cases) written to `docs/src/coverage.md` (a chapter of the book).
 
 use std::fmt::Write as _;
 
@@ -43,7 +43,7 @@ pub fn coverage(catalog: &Catalog) -> String {
                         .unwrap_or(&c.path)
                         .to_string_lossy()
                         .replace('\\', "/");
-                    format!("[{}](../{rel})", c.name)
+                    format!("[{}](../../{rel})", c.name)
                 })
                 .collect::<Vec<_>>()
                 .join(", ")

@@ -1,4 +1,5 @@
-//! The `grove-conformance` command line: flags become a plan here, one file per subcommand.
+//! The `grove-conformance` command line: flags become a plan here, one file per subcommand or
+//! pair of them.
 //!
 //! - `run`: the catalog against a target and an implementation ([`run`]);
 //! - `setup`, `up`: the control-plane binaries and kind assets, a standing cluster ([`setup`]);
@@ -8,9 +9,13 @@
 //! - `explore`: generated scenarios judged by the spec model, shrunk when they fail ([`explore`]);
 //! - `image`, `in-cluster`: the harness and the reference operator as images, and the harness
 //!   run in a pod by a conformance runner ([`in_cluster`]);
-//! - `reference-operator`: the reference operator itself ([`operator`]).
+//! - `reference-operator`: the reference operator itself ([`operator`]);
+//! - [`reports`]: the one writer of a run's reports.
 //!
-//! Only this folder and the reporters print; the library logs through `tracing`.
+//! Only this folder and the reporters print; the library logs through `tracing`. Exit codes are
+//! those of [`grove_conformance::report`].
+//!
+//! May use: every folder of the library (this is the binary; nothing uses it).
 
 mod campaign;
 mod explore;

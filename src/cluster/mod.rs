@@ -3,17 +3,18 @@
 //! named by a kubeconfig. [`TargetSpec`] says which; [`acquire`] brings it up and returns the
 //! [`TargetGuard`] that tears it down.
 //!
-//! - `options`: the one mapping from options or the environment to a [`TargetSpec`];
+//! - `options`: the one mapping from options or the environment to a [`TargetSpec`], and
+//!   whether its kubelets are real;
 //! - `acquire`: the spec, the guard, acquisition and teardown;
 //! - [`crds`]: CRD installation, the one way every target does it;
 //! - [`embedded`]: the embedded control plane (etcd, kube-apiserver, kube-controller-manager),
-//!   its certificates and the build of its binaries;
+//!   its certificates, the build of its binaries, and the shared instance of a test binary;
 //! - [`kind`]: kind clusters, their offline assets (node image, component images) and the runc
-//!   shim some hosts need;
+//!   shim some hosts need.
 //!
 //! May use: [`crate::host`], [`crate::kubelets`] (the fleet an embedded cluster starts and the
 //! pod driver a cluster hands out), the pure core. Never the runner, the proxy or an
-//! implementation (`tests/layout.rs` checks it).
+//! implementation.
 
 mod acquire;
 pub mod crds;

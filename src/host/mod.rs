@@ -1,6 +1,8 @@
 //! Host helpers every other folder may use: supervised child processes that never outlive us
-//! ([`process`]), small filesystem helpers, the one way the harness talks to a Docker
-//! engine ([`docker`]), and what running inside a pod gives ([`in_cluster`]).
+//! ([`process`]), small filesystem helpers (private files, a free port, finding an executable),
+//! the one way the harness talks to a Docker engine ([`docker`]), images of this very executable
+//! built offline ([`image`]), what running inside a pod gives ([`in_cluster`]), and where the
+//! library's `tracing` output goes ([`logging`]).
 //!
 //! May use: the standard library and the crates it needs; nothing else of the harness.
 

@@ -9,7 +9,7 @@
 //!
 //! May use: [`crate::host`], the pure core, and the pinned Kubernetes version of
 //! [`crate::cluster::embedded`] (nothing else of the cluster). Never the runner, the proxy or an
-//! implementation (`tests/layout.rs` checks it).
+//! implementation.
 
 mod driver;
 pub mod real;

@@ -1,12 +1,17 @@
-//! A fault-injecting Kubernetes API proxy. It listens with TLS on 127.0.0.1, writes a
-//! kubeconfig for clients, records every request the way the apiserver reads it, and forwards
-//! it to the real apiserver with the upstream credentials, streaming answers back (watches
-//! event by event). Fault rules, replaceable at any time, answer chosen requests with an
-//! injected `Status`, delay them, or hold them at a hook (before or after the apiserver)
-//! while a callback runs, then drop them.
+//! The fault-injecting Kubernetes API proxy implementations reach the apiserver through. It
+//! listens with TLS (a CA and serving certificate made at start), writes a kubeconfig for
+//! clients, reads every request the way the apiserver does and records it with its answer in a
+//! journal, and forwards it to the real apiserver, streaming answers back (watches event by
+//! event): with the upstream credentials, or, for a deployed implementation, with the
+//! credentials the client presents. On top of that it holds the faults a case places:
 //!
-//! May use: [`crate::host`] and the pure core only, so every implementation, process, image
-//! or deployed, can be put behind it.
+//! - fault rules, replaceable at any time, that answer chosen requests with an injected
+//!   `Status`, delay them, or hold them at a hook (before or after the apiserver) while a
+//!   callback runs, then drop them (a crash pinned to a request);
+//! - holds on what the implementation's watches see, released in order, coalesced or as a
+//!   relist, and reads answered as of a held resourceVersion (a stale or unobserved view);
+//! - its clients, named by the pod their token was issued to, cut off at a crash, and the
+//!   freeze of their traffic that a pause is.
 //!
 //! ```no_run
 //! # use std::path::Path;
@@ -27,6 +32,9 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! May use: [`crate::host`] and the pure core only, so every implementation, process, image
+//! or deployed, can be put behind it.
 
 mod clients;
 mod faults;

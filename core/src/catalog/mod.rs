@@ -1,11 +1,14 @@
-//! The case language: cases and fixtures as data, with parsing, diagnostics, lint and
+//! The case language: cases and fixtures as data, with parsing, loading, diagnostics, lint and
 //! coverage.
 //!
 //! A case lives in `cases/<area>/<name>.yaml` and uses PodCliqueSet fixtures from
-//! `fixtures/<fixture>.yaml`. [`parse_case`] turns one file into a [`Case`] or every problem
-//! in it ([`Diagnostic`], with file:line:column); [`load_catalog`] loads everything;
-//! [`lint`] also requires every `core` clause to be cited; [`coverage`] renders the
-//! clause → cases table.
+//! `fixtures/<fixture>.yaml`. The model of a case, its steps and expectations (what an `update`
+//! or `delete` addresses is an [`Addressee`]) is `model`; the spec's clause table is `clauses`.
+//! [`parse_case`] turns one file into a [`Case`] or every problem in it ([`Diagnostic`], with
+//! file:line:column and the field), reading a positioned YAML tree (`yaml`) and applying
+//! fixture patches (`patch`); [`load_catalog`] loads everything; [`lint`] also requires every
+//! `core` clause to be cited and every fixture container to keep the [`container_contract`];
+//! [`coverage`] renders the clause → cases table.
 
 mod clauses;
 mod coverage;

@@ -1,10 +1,12 @@
 //! Reporting: execution emits [`RunEvent`]s; writers consume them.
 //!
-//! [`Recorder`] folds the stream into [`RunResults`]; [`ProgressLine`] shows the live case
-//! and step on a terminal; [`summary_table`] renders the end-of-run table; [`junit`] writes
-//! JUnit XML; [`ConformanceReport`] aggregates per clause and profile in YAML and Markdown;
-//! [`exit_code`] maps results to the documented exit codes; [`RunRecord`] is `results.json`,
-//! which [`merge`] combines from shards.
+//! [`Recorder`] folds the stream into [`RunResults`]; each case's outcome reads as one word, its
+//! [`Verdict`]; [`ProgressLine`] shows the live case and step on a terminal; [`summary_table`]
+//! renders the end-of-run table and `failures` the details of each failed case for the
+//! terminal; [`junit`] writes JUnit XML; [`ConformanceReport`] aggregates per clause and profile
+//! in YAML and Markdown; [`html`] writes the self-contained page; [`exit_code`] maps results to
+//! the documented exit codes (`exit`); [`RunRecord`] is `results.json`, which [`merge`] combines
+//! from shards.
 
 mod conformance;
 mod console;

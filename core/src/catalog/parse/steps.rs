@@ -1,6 +1,9 @@
-//! Steps: `apply`, `update`, `delete`/`force-delete`, `reject`, the pod actions (`exit`,
-//! `unready`, `ready`, `evict`, `preempt`, `lose-node`), `controller` with its `when:`
-//! trigger, and `remember`. (`expect` steps are in `expect.rs`.)
+//! Steps: each entry of a case's `steps:` read into its [`Step`](crate::catalog::Step), with
+//! every problem named by file, line and field: the writes (`apply`, `update`, `delete`,
+//! `force-delete`, `reject`), the pod actions (`exit`, `unready`, `ready`, `evict`, `preempt`,
+//! `lose-node`), `controller` with its `when:` trigger, `fault` (holds and relists of the
+//! implementation's watches), `refuse` (writes the apiserver refuses) and `remember`. (`expect`
+//! steps are in `expect.rs`.)
 
 use super::{Fields, Parser, join};
 use crate::catalog::model::{

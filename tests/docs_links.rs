@@ -25,6 +25,9 @@ const TOP: &[&str] = &[
     ".cargo/",
 ];
 
+/// Paths that exist only once something is built: `mdbook build docs` writes the book there.
+const BUILT: &[&str] = &["docs/book/"];
+
 /// One page: its path relative to the repository root, and its text.
 type Pages = BTreeMap<PathBuf, String>;
 
@@ -207,6 +210,7 @@ fn named_paths(text: &str) -> Vec<(usize, String)> {
                 let word = word.trim_end_matches([',', ';', ')']);
                 let path = word.split(':').next().unwrap_or(word);
                 if TOP.iter().any(|t| path.starts_with(t))
+                    && !BUILT.iter().any(|b| path.starts_with(b))
                     && !path.contains(['<', '>', '{', '}', '*', '$', '…', '|'])
                 {
                     out.push((n, path.to_string()));
@@ -423,7 +427,7 @@ fn slugs_follow_github_and_mdbook() {
 
 #[test]
 fn named_paths_are_code_spans_under_the_repository_folders() {
-    let text = "Open `src/cluster/options.rs:12`, `tests/` and `cases/<area>/`; not src/x.rs, \
+    let text = "Open `src/cluster/options.rs:12`, `tests/`, `docs/book/` and `cases/<area>/`; not src/x.rs, \
                 nor `kind-run/conformance.yaml`.\n```sh\n`src/in/code.rs`\n```\n";
     let named: Vec<String> = named_paths(text).into_iter().map(|(_, p)| p).collect();
     assert_eq!(named, ["src/cluster/options.rs", "tests/"]);

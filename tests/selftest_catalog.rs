@@ -431,7 +431,7 @@ fn coverage_is_deterministic_markdown() {
     assert!(
         e10.starts_with("| E10 | core | Option A: required completion wins over a simultaneous failure | ")
             && e10.contains(
-                "[leader-completes-while-worker-fails](../cases/leader-driven/leader-completes-while-worker-fails.yaml)"
+                "[leader-completes-while-worker-fails](../../cases/leader-driven/leader-completes-while-worker-fails.yaml)"
             ),
         "{e10}"
     );

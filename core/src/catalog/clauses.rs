@@ -75,7 +75,7 @@ impl Clause {
         }
     }
 
-    /// The clause family (`B`, `V`, `E`, `R`, `O`, `C`, `EV`).
+    /// The clause family (`B`, `V`, `E`, `R`, `O`, `C`, `EV`, `L`).
     pub fn family(&self) -> &'static str {
         let end = self
             .id
@@ -234,6 +234,14 @@ pub const CLAUSES: &[Clause] = &[
     settled("EV2", "JobFailed event on every resource that fails"),
     settled("EV3", "GangRestartTriggered event at each restart"),
     settled("EV4", "RestartBudgetExhausted event when a budget runs out"),
+    settled(
+        "L1",
+        "what the clauses require is acted on within a bound, also after a fault",
+    ),
+    provisional(
+        "L2",
+        "once every scope is as required, the implementation stops writing",
+    ),
 ];
 
 /// The clause with `id`, if the spec has it.
@@ -255,7 +263,7 @@ mod tests {
                 c.id
             );
             assert!(
-                ["B", "V", "E", "R", "O", "C", "EV"].contains(&c.family()),
+                ["B", "V", "E", "R", "O", "C", "EV", "L"].contains(&c.family()),
                 "{}",
                 c.id
             );

@@ -15,11 +15,10 @@ use hyper::body::Frame;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::handle::{ApiProxy, Shared};
+use super::headers::{copy_end_to_end, list_values, prefer_json};
+use super::pipeline::{ProxyBody, downstream, status_response};
 use super::request::{RequestInfo, Verb};
-use super::server::{
-    ApiProxy, ProxyBody, Shared, copy_end_to_end, downstream, list_values, prefer_json,
-    status_response,
-};
 use super::watch::{Hold, HoldRecord, Lines};
 
 /// The body of a relayed watch: the lines the hub lets through.

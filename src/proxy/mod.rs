@@ -38,18 +38,22 @@
 
 mod clients;
 mod faults;
+mod handle;
+mod headers;
 mod lag;
+mod pipeline;
 mod record;
 mod request;
 mod server;
 mod tls;
+mod upstream;
 mod watch;
 
 pub use faults::{
     AppliedFault, FaultAction, FaultRule, Fired, HookPosition, status_body, status_reason,
 };
+pub use handle::{ApiProxy, Credentials, HookFuture, PLACEHOLDER_TOKEN, ProxyError, ProxyOptions};
 pub use lag::{HoldError, MAX_HOLD};
 pub use record::RecordedRequest;
 pub use request::{RequestInfo, RequestMatch, UnknownVerb, Verb, glob_matches};
-pub use server::{ApiProxy, Credentials, HookFuture, PLACEHOLDER_TOKEN, ProxyError, ProxyOptions};
 pub use watch::{Hold, HoldRecord, Reads, Release};

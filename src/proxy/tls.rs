@@ -9,7 +9,7 @@ use rcgen::{
 };
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
-use super::server::ProxyError;
+use super::handle::ProxyError;
 
 /// What clients trust and what the server presents.
 pub(crate) struct Identity {

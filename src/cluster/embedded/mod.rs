@@ -8,12 +8,15 @@
 
 pub mod certs;
 mod cluster;
+mod components;
 mod control_plane;
 pub mod provision;
+mod readiness;
 
 pub use certs::{CertError, CertPaths};
 pub use cluster::*;
 pub use control_plane::{
-    ControlPlane, ControlPlaneError, ControlPlaneOptions, DEFAULT_CONTROLLERS, client_for,
+    ControlPlane, ControlPlaneError, ControlPlaneOptions, DEFAULT_CONTROLLERS,
 };
 pub use provision::{Binaries, Component, ProvisionError, ProvisionOptions};
+pub use readiness::client_for;

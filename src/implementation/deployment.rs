@@ -137,6 +137,17 @@ pub enum DeploymentError {
 }
 
 /// Maps a failed request about `target` while doing `action` to [`DeploymentError::Api`].
+/// Reads the Deployment `target` names; one that is not there is [`DeploymentError::Missing`].
+pub(super) async fn read(
+    api: &kube::Api<k8s_openapi::api::apps::v1::Deployment>,
+    target: &DeploymentRef,
+) -> Result<k8s_openapi::api::apps::v1::Deployment, DeploymentError> {
+    api.get_opt(&target.name)
+        .await
+        .map_err(api_error(target, "read it"))?
+        .ok_or_else(|| DeploymentError::Missing(target.to_string()))
+}
+
 pub(super) fn api_error(
     target: &DeploymentRef,
     action: &str,

@@ -64,13 +64,7 @@ impl Deployed {
         log: &Path,
     ) -> Result<Deployed, DeploymentError> {
         let api: Api<Deployment> = Api::namespaced(client.clone(), &target.namespace);
-        let Some(mut found) = api
-            .get_opt(&target.name)
-            .await
-            .map_err(api_error(target, "read it"))?
-        else {
-            return Err(DeploymentError::Missing(target.to_string()));
-        };
+        let mut found = super::read(&api, target).await?;
         if found.annotations().contains_key(MARKER) {
             append_log(
                 log,

@@ -16,13 +16,7 @@ pub async fn restore(client: &Client, target: &DeploymentRef) -> Result<(), Depl
     let api: Api<Deployment> = Api::namespaced(client.clone(), &target.namespace);
     // A conflict means someone else wrote it meanwhile: read again and retry.
     for _ in 0..10 {
-        let Some(mut found) = api
-            .get_opt(&target.name)
-            .await
-            .map_err(api_error(target, "read it"))?
-        else {
-            return Err(DeploymentError::Missing(target.to_string()));
-        };
+        let mut found = super::read(&api, target).await?;
         let Some(marker) = found.annotations_mut().remove(MARKER) else {
             break;
         };

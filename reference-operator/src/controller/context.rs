@@ -239,6 +239,16 @@ impl Events {
     }
 }
 
+/// A PodClique and its pods as the apiserver has them (see [`Context::live_podclique`]).
+pub(super) struct LivePodClique {
+    /// The PodClique.
+    pub pclq: PodClique,
+    /// Its pods.
+    pub pods: Vec<Pod>,
+    /// The resourceVersion of the pod list: a watch from it shows what happened since.
+    pub listed_at: String,
+}
+
 /// Above this many entries a record of our own writes or creates is dropped (it only saves
 /// requests).
 const WRITTEN_LIMIT: usize = 10_000;
@@ -320,7 +330,7 @@ impl Context {
         &self,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<(PodClique, Vec<Pod>)>, Error> {
+    ) -> Result<Option<LivePodClique>, Error> {
         let selector = format!("{LABEL_PODCLIQUE}={name}");
         let list_params = ListParams::default().labels(&selector);
         let pods_api = self.api::<Pod>(namespace);
@@ -332,13 +342,18 @@ impl Context {
             return Ok(None);
         };
         let uid = pclq.uid().unwrap_or_default();
-        let pods = pods
-            .map_err(api_error("list pods of", "PodClique".into(), name))?
+        let list = pods.map_err(api_error("list pods of", "PodClique".into(), name))?;
+        let listed_at = list.metadata.resource_version.unwrap_or_default();
+        let pods = list
             .items
             .into_iter()
             .filter(|p| owned_by(p.meta(), &uid))
             .collect();
-        Ok(Some((pclq, pods)))
+        Ok(Some(LivePodClique {
+            pclq,
+            pods,
+            listed_at,
+        }))
     }
 
     /// `namespace/name`, read from the apiserver; `None` when it does not exist.

@@ -10,6 +10,7 @@ mod pcsg;
 mod podclique;
 mod run;
 mod scope;
+mod unanswered;
 
 pub use error::Error;
 pub use run::{RunOptions, run, run_until};

@@ -17,9 +17,10 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::conditions::{self, Desired};
-use super::context::{Context, Events, GonePods, Guard, controller_of, label};
+use super::context::{Context, Events, GonePods, Guard, LivePodClique, controller_of, label};
 use super::error::Error;
 use super::scope::{PARALLEL_REQUESTS, STALE_RETRY};
+use super::unanswered::Settled;
 use crate::api::{PodClique, PodCliqueStatus};
 use crate::build;
 use crate::names::{
@@ -88,7 +89,12 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
             Ok(false)
         }
     });
-    let Some((fresh, live)) = live? else {
+    let Some(LivePodClique {
+        pclq: fresh,
+        pods: live,
+        listed_at,
+    }) = live?
+    else {
         return Ok(Action::await_change());
     };
     if fresh.uid() != pclq.uid() || fresh.metadata.deletion_timestamp.is_some() {
@@ -113,15 +119,27 @@ pub(super) async fn reconcile(pclq: Arc<PodClique>, ctx: Arc<Context>) -> Result
         return Ok(Action::requeue(STALE_RETRY));
     }
     let wanted = std::mem::take(&mut decision.create);
-    let (mut created, mut unanswered) = (Vec::new(), Vec::new());
+    let mut created = Vec::new();
+    let mut settled = Settled::default();
     let open = wanted.is_empty() || parents_open?;
     if open && !wanted.is_empty() {
+        let unanswered;
         (created, unanswered) = create_pods(&ctx, &fresh, &wanted).await?;
-        // A create without an answer may have made its pod: until the cache shows it or the
-        // pod watch saw it vanish (E3), or the patience runs out, it is not made again.
-        ctx.note_created(&uid, &[created.as_slice(), &unanswered].concat());
+        if !unanswered.is_empty() {
+            // A create without an answer may or may not have made its pod: find out which.
+            settled = ctx
+                .settle_pod_creates(&fresh, &listed_at, &unanswered)
+                .await?;
+            tracing::info!(?settled, "settled pod creates that got no answer");
+            created.extend(&settled.landed);
+        }
+        // Until the cache shows them or the pod watch saw them vanish (E3), or the patience
+        // runs out, these are not made again. A dropped create is not among them: it is made
+        // again on the next look.
+        ctx.note_created(&uid, &[created.as_slice(), &settled.unknown].concat());
     }
-    tracing::debug!(?wanted, ?created, ?unanswered, open, "created pods");
+    tracing::debug!(?wanted, ?created, ?settled, open, "created pods");
+    // Dropped creates are made again, and a vanished pod judged, on the next look.
     let short = open && created.len() < wanted.len();
     let action = act(&ctx, &fresh, &pods, &known, decision, created).await?;
     // Parents not cached yet, or a create failed: look again soon.

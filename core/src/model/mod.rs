@@ -12,6 +12,7 @@
 //! up inside a terminal PCS replica, C2/C3), every allowed outcome is kept.
 
 pub mod admission;
+mod batch;
 pub mod shape;
 pub mod world;
 
@@ -19,6 +20,7 @@ pub mod world;
 mod tests;
 
 pub use admission::{Rejection, admit};
+pub use batch::ordered_partitions;
 pub use shape::{Child, Clique, Completion, Group, RestartPolicy, Shape};
 pub use world::{
     CliqueState, Cond, EventReason, GroupState, Model, ObjectKind, PodChange, PodEvent, PodState,

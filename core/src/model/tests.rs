@@ -530,7 +530,7 @@ fn an_event_on_a_missing_pod_is_an_error() {
 
 #[test]
 fn ordered_partitions_are_the_fubini_numbers() {
-    let counts: Vec<usize> = (0..5).map(|n| world::ordered_partitions(n).len()).collect();
+    let counts: Vec<usize> = (0..5).map(|n| ordered_partitions(n).len()).collect();
     assert_eq!(counts, [1, 1, 3, 13, 75]);
 }
 
@@ -647,4 +647,95 @@ fn admission_names_each_breach() {
     let mut s = ok.clone();
     s.completion = Some(Completion::default());
     assert!(field(&s).is_empty());
+}
+
+/// Group `trainer` (budget 0, targets [coord]) of `coord` and `head` (aware) and `eval`
+/// (regular), beside a standalone aware clique `x` when `standalone`.
+fn coord_head_eval(standalone: bool) -> Shape {
+    let mut cliques = vec![aware("coord", 1), aware("head", 1), regular("eval", 1)];
+    if standalone {
+        cliques.push(aware("x", 1));
+    }
+    Shape {
+        name: "job".into(),
+        replicas: 1,
+        completion: None,
+        cliques,
+        groups: vec![Group {
+            name: "trainer".into(),
+            replicas: 1,
+            members: vec!["coord".into(), "head".into(), "eval".into()],
+            completion: policy(Some(&["coord"]), Some(0)),
+            scale_config: false,
+        }],
+    }
+}
+
+// A PCSG sees its PodCliques only through their writes: the pod changes of `head` (Failed)
+// and `coord` (Completed) seen together by the kubelet are two writes, and a group deciding
+// from a view holding only `head`'s may fail (E9), finding `coord` Completed when it cleans up
+// (C2 deletes non-terminal cliques only). Option A (E10) holds when its view has both.
+#[test]
+fn a_group_deciding_before_it_sees_the_target_complete_may_fail_and_keep_it() {
+    let mut r = Run::new(coord_head_eval(false));
+    r.step(&[
+        exit("job-0-trainer-0-head", 0, 1),
+        exit("job-0-trainer-0-coord", 0, 0),
+    ]);
+    let outcomes: BTreeSet<(Cond, Option<Cond>)> = r
+        .worlds
+        .iter()
+        .map(|w| {
+            let coord = w.cliques.get("job-0-trainer-0-coord").map(|c| c.cond);
+            (w.groups["job-0-trainer"].cond, coord)
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        BTreeSet::from([
+            (Cond::Completed, Some(Cond::Completed)),
+            (Cond::Failed, None),
+            (Cond::Failed, Some(Cond::Completed)),
+        ])
+    );
+    // Budget 0: nothing is restarted; `head` is Failed, or was cleaned up while running
+    // when the group completed from `coord` first.
+    assert!(r.worlds.iter().all(|w| {
+        let head = w.cliques.get("job-0-trainer-0-head").map(|c| c.cond);
+        w.groups["job-0-trainer"].replicas[0].restarts == 0 && head != Some(Cond::Running)
+    }));
+}
+
+// The sibling one level up (E13): a PCS sees a PCSG only through the PCSG's conditions. A
+// standalone clique failing while the group's target completes reaches the PCS as the clique's
+// write and the group's, in either order: the PCS may fail from a view without the group's
+// Completed, and its cleanup (C3) then finds the group terminal and keeps it.
+#[test]
+fn a_set_deciding_before_it_sees_a_group_complete_may_fail_and_keep_it() {
+    let mut r = Run::new(coord_head_eval(true));
+    r.step(&[exit("job-0-x", 0, 1), exit("job-0-trainer-0-coord", 0, 0)]);
+    let outcomes: BTreeSet<(Cond, Option<Cond>)> = r
+        .worlds
+        .iter()
+        .map(|w| (w.set, w.groups.get("job-0-trainer").map(|g| g.cond)))
+        .collect();
+    assert!(
+        outcomes.contains(&(Cond::Failed, Some(Cond::Completed))),
+        "{outcomes:?}"
+    );
+    assert!(outcomes.contains(&(Cond::Failed, None)), "{outcomes:?}");
+    // x is required (no targetNames on the PCS): the PCS can never complete.
+    assert!(outcomes.iter().all(|(set, _)| *set == Cond::Failed));
+}
+
+// A lagging view changes only what a parent decides on writes that landed together, never
+// what one write alone decides: one pod change at a time has one outcome.
+#[test]
+fn writes_one_at_a_time_have_one_outcome() {
+    let mut r = Run::new(coord_head_eval(true));
+    r.step(&[exit("job-0-trainer-0-coord", 0, 0)]);
+    assert_eq!(r.one().groups["job-0-trainer"].cond, Cond::Completed);
+    r.step(&[exit("job-0-x", 0, 1)]);
+    assert_eq!(r.one().set, Cond::Failed);
+    assert_eq!(r.one().groups["job-0-trainer"].cond, Cond::Completed);
 }

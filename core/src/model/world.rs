@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::batch::View;
 use super::shape::{Child, Shape};
 
 /// The terminal condition of an object or replica: neither, `Completed=True` or `Failed=True`
@@ -155,7 +156,7 @@ pub struct PodEvent {
 /// The model of one job shape.
 #[derive(Debug, Clone)]
 pub struct Model {
-    shape: Shape,
+    pub(super) shape: Shape,
 }
 
 /// Where a PodClique sits.
@@ -196,101 +197,21 @@ impl Model {
         w
     }
 
-    /// The states allowed after `events` hit every world of `before` together (in one
-    /// observation of the kubelet; the implementation may still see their consequences on
-    /// the PodCliques in any order). `Err` names an event that addresses no active pod.
-    pub fn apply(
-        &self,
-        before: &BTreeSet<World>,
-        events: &[PodEvent],
-    ) -> Result<BTreeSet<World>, String> {
-        let mut out = BTreeSet::new();
-        for w in before {
-            out.extend(self.apply_one(w, events)?);
-        }
-        Ok(out)
-    }
-
-    fn apply_one(&self, before: &World, events: &[PodEvent]) -> Result<Vec<World>, String> {
-        let mut w = before.clone();
-        let mut touched: BTreeSet<String> = BTreeSet::new();
-        for e in events {
-            let clique = w
-                .cliques
-                .get_mut(&e.clique)
-                .ok_or_else(|| format!("no PodClique {}", e.clique))?;
-            if clique.pods.get(&e.index) != Some(&PodState::Active) {
-                return Err(format!("no active pod {}/{}", e.clique, e.index));
-            }
-            if !clique.aware {
-                // B4: a regular clique's container restarts (restartPolicy Always) or its
-                // deleted pod is replaced with the same index: it stays active.
-                continue;
-            }
-            match e.change {
-                // V5: an aware clique's pods run with restartPolicy Never, so an exit is final.
-                PodChange::Exit(0) => {
-                    clique.pods.insert(e.index, PodState::Succeeded);
-                }
-                PodChange::Exit(_) => {
-                    clique.pods.insert(e.index, PodState::Failed);
-                }
-                // E3: the pod is gone before reaching Succeeded; never replaced.
-                PodChange::Removed => {
-                    clique.pods.remove(&e.index);
-                    clique.lost = true;
-                }
-            }
-            touched.insert(e.clique.clone());
-        }
-        // The cliques whose evaluation now changes; the implementation may write their
-        // conditions, and their parents may observe them, in any order and grouping.
-        let pending: Vec<String> = touched
-            .into_iter()
-            .filter(|n| {
-                let c = &w.cliques[n];
-                c.cond == Cond::Running && evaluate_clique(&self.shape, c) != Cond::Running
-            })
-            .collect();
-        let mut out = Vec::new();
-        for blocks in ordered_partitions(pending.len()) {
-            let mut v = w.clone();
-            for block in blocks {
-                for k in block {
-                    let name = &pending[k];
-                    // A clique of an attempt a restart or a cleanup already removed is gone;
-                    // its pods' fate no longer counts (the recreated one is a new attempt).
-                    let Some(c) = v.cliques.get(name) else {
-                        continue;
-                    };
-                    if c.cond != Cond::Running {
-                        continue;
-                    }
-                    let cond = evaluate_clique(&self.shape, c);
-                    self.set_clique_terminal(&mut v, name, cond);
-                }
-                self.settle(&mut v);
-            }
-            out.push(v);
-        }
-        Ok(out)
-    }
-
     /// E1–E3 reached for a clique: its condition, the event owed (EV1, EV2), and C1: its
     /// active pods are deleted, its terminal pods stay.
-    fn set_clique_terminal(&self, w: &mut World, name: &str, cond: Cond) {
+    pub(super) fn set_clique_terminal(&self, w: &mut World, name: &str, cond: Cond) {
         let c = w.cliques.get_mut(name).expect("the clique exists");
         c.cond = cond;
         c.pods.retain(|_, p| *p != PodState::Active);
         owe(w, terminal_event(cond), ObjectKind::Clique, name);
     }
 
-    /// Parents' evaluation until nothing changes.
-    fn settle(&self, w: &mut World) {
+    /// Parents' evaluation until nothing changes, each parent deciding from `view`.
+    pub(super) fn settle(&self, w: &mut World, view: &View) {
         loop {
             let before = w.clone();
             for i in 0..self.shape.replicas {
-                self.settle_set_replica(w, i);
+                self.settle_set_replica(w, i, view);
             }
             self.settle_set(w);
             if *w == before {
@@ -299,12 +220,33 @@ impl Model {
         }
     }
 
-    fn settle_set_replica(&self, w: &mut World, i: u32) {
+    fn settle_set_replica(&self, w: &mut World, i: u32, view: &View) {
         if w.set.terminal() || w.set_replicas[i as usize].cond.terminal() {
             return;
         }
-        let shape = &self.shape;
         // PCSG replicas first (R6: a PodClique in a PCSG is handled by that PCSG).
+        self.settle_groups_of(w, i, view);
+        self.settle_set_replica_itself(w, i, view);
+    }
+
+    /// The PCSGs' evaluation alone until nothing changes, each deciding from `view`.
+    pub(super) fn settle_groups(&self, w: &mut World, view: &View) {
+        loop {
+            let before = w.clone();
+            for i in 0..self.shape.replicas {
+                if !w.set.terminal() && !w.set_replicas[i as usize].cond.terminal() {
+                    self.settle_groups_of(w, i, view);
+                }
+            }
+            if *w == before {
+                break;
+            }
+        }
+    }
+
+    /// The PCSG replicas of PCS replica `i` (E7–E11, R1, R3, C2).
+    fn settle_groups_of(&self, w: &mut World, i: u32, view: &View) {
+        let shape = &self.shape;
         for g in &shape.groups {
             let gname = shape.group_name(i, &g.name);
             // E12: a regular PCSG is ignored by evaluation.
@@ -329,8 +271,7 @@ impl Model {
                     .map(|m| {
                         let name = shape.member_name(i, &g.name, j, m);
                         let aware = shape.clique(m).is_some_and(|c| c.aware());
-                        let cond = w.cliques.get(&name).map_or(Cond::Running, |c| c.cond);
-                        (m.clone(), aware, cond)
+                        (m.clone(), aware, view.clique_for_group(w, &name))
                     })
                     .collect();
                 // Required: targetNames, else every completion-aware member (Definitions).
@@ -398,9 +339,12 @@ impl Model {
                 owe(w, terminal_event(cond), ObjectKind::Group, &gname);
             }
         }
+    }
 
-        // The PCS replica over its direct children (E7–E10, E13: a PCSG counts through its own
-        // conditions; R6: a standalone clique and a PCSG are handled by the PCS).
+    /// PCS replica `i` over its direct children (E7–E10, E13: a PCSG counts through its own
+    /// conditions; R6: a standalone clique and a PCSG are handled by the PCS).
+    fn settle_set_replica_itself(&self, w: &mut World, i: u32, view: &View) {
+        let shape = &self.shape;
         let targets = shape
             .completion
             .as_ref()
@@ -411,13 +355,9 @@ impl Model {
             .into_iter()
             .map(|child| {
                 let cond = match child {
-                    Child::Clique(c) => w
-                        .cliques
-                        .get(&shape.standalone_name(i, &c.name))
-                        .map(|c| c.cond),
-                    Child::Group(g) => w.groups.get(&shape.group_name(i, &g.name)).map(|g| g.cond),
-                }
-                .unwrap_or(Cond::Running);
+                    Child::Clique(c) => view.clique_for_set(w, &shape.standalone_name(i, &c.name)),
+                    Child::Group(g) => view.group_for_set(w, &shape.group_name(i, &g.name)),
+                };
                 (child.name().to_owned(), shape.child_aware(child), cond)
             })
             .collect();
@@ -639,7 +579,7 @@ impl Model {
 
 /// E1–E3 for a completion-aware clique: Failed when a pod shows Failed or vanished before
 /// Succeeded, Completed when all `replicas` pods of the attempt Succeeded.
-fn evaluate_clique(shape: &Shape, c: &CliqueState) -> Cond {
+pub(super) fn evaluate_clique(shape: &Shape, c: &CliqueState) -> Cond {
     if !c.aware {
         return Cond::Running; // E5
     }
@@ -669,33 +609,4 @@ fn delete_if_running(w: &mut World, name: &str) {
     if w.cliques.get(name).is_some_and(|c| !c.cond.terminal()) {
         w.cliques.remove(name);
     }
-}
-
-/// Every ordered partition of `0..n` into non-empty blocks: the orders and groupings in
-/// which a parent may observe `n` children becoming terminal.
-pub fn ordered_partitions(n: usize) -> Vec<Vec<Vec<usize>>> {
-    if n == 0 {
-        return vec![Vec::new()];
-    }
-    let mut out = Vec::new();
-    let total = n.pow(n as u32);
-    for code in 0..total {
-        let mut block = vec![0usize; n];
-        let mut c = code;
-        for b in block.iter_mut() {
-            *b = c % n;
-            c /= n;
-        }
-        let used: BTreeSet<usize> = block.iter().copied().collect();
-        let blocks = used.len();
-        if used.iter().copied().ne(0..blocks) {
-            continue;
-        }
-        out.push(
-            (0..blocks)
-                .map(|b| (0..n).filter(|&k| block[k] == b).collect())
-                .collect(),
-        );
-    }
-    out
 }

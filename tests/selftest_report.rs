@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use grove_conformance::catalog::Profile;
 use grove_conformance::report::{
-    self, CaseResult, ConformanceReport, Failure, Implementation, Outcome, ProgressLine, Recorder,
-    RunEvent, RunResults, TimeSplit,
+    self, ApiCost, CaseResult, ConformanceReport, Failure, Implementation, Outcome, ProgressLine,
+    Recorder, RunEvent, RunResults, TimeSplit,
 };
 use grove_conformance::vocab::Revision;
 use k8s_openapi::jiff::Timestamp;
@@ -35,6 +35,7 @@ fn case(
             queued: Duration::from_millis(ms / 10),
         },
         crash_points: Vec::new(),
+        api: None,
     }
 }
 
@@ -49,6 +50,19 @@ fn results() -> RunResults {
             crash_points: vec![
                 "crash before request #12: delete podcliques job-0-worker".into(),
             ],
+            api: Some(ApiCost {
+                requests: [
+                    ("create pods".to_owned(), 16),
+                    ("list pods".to_owned(), 3),
+                    ("patch podcliques/status".to_owned(), 5),
+                ]
+                .into(),
+                total: 24,
+                writes: 21,
+                writes_after_required: Some(2),
+                quiet_tail_ms: Some(4_200),
+                late_writes: Vec::new(),
+            }),
             ..case(
                 "one-failure-restarts-gang",
                 "all-ranks",

@@ -440,6 +440,7 @@ mod tests {
             duration: Duration::ZERO,
             time: crate::report::TimeSplit::default(),
             crash_points: Vec::new(),
+            api: None,
         }
     }
 

@@ -81,6 +81,9 @@ impl<W: Write> ProgressLine<W> {
                 for point in &r.crash_points {
                     writeln!(self.out, "        {point}")?;
                 }
+                if let Some(finding) = r.api.as_ref().and_then(|a| a.restraint_finding()) {
+                    writeln!(self.out, "        {finding}")?;
+                }
                 self.out.flush()
             }
             RunEvent::RunFinished { .. } => {
@@ -107,11 +110,20 @@ impl<W: Write> ProgressLine<W> {
 /// implementation, `for:` holds, harness overhead, queued behind an exclusive case); then
 /// the totals.
 pub fn summary_table(results: &RunResults) -> String {
-    const COLUMNS: usize = 8;
+    const COLUMNS: usize = 11;
     let rows: Vec<&CaseResult> = results.sorted();
     let header = [
         "case", "clauses", "result", "duration", "waiting", "holds", "overhead", "queued",
+        "requests", "writes", "after",
     ];
+    // What the implementation cost (`-` where no API proxy saw its requests): requests,
+    // writes, and writes after the required state (L2).
+    let api = |r: &CaseResult, f: fn(&super::ApiCost) -> Option<u64>| {
+        r.api
+            .as_ref()
+            .and_then(f)
+            .map_or_else(|| "-".to_owned(), |n| n.to_string())
+    };
     let cells: Vec<[String; COLUMNS]> = rows
         .iter()
         .map(|r| {
@@ -124,6 +136,9 @@ pub fn summary_table(results: &RunResults) -> String {
                 seconds(r.time.holding),
                 seconds(r.time.overhead(r.duration)),
                 seconds(r.time.queued),
+                api(r, |a| Some(a.total)),
+                api(r, |a| Some(a.writes)),
+                api(r, |a| a.writes_after_required),
             ]
         })
         .collect();
@@ -164,6 +179,19 @@ pub fn summary_table(results: &RunResults) -> String {
         seconds(t.overhead),
         seconds(t.queued)
     );
+    let costs: Vec<&super::ApiCost> = rows.iter().filter_map(|r| r.api.as_ref()).collect();
+    if !costs.is_empty() {
+        let sum = |f: fn(&super::ApiCost) -> u64| costs.iter().map(|a| f(a)).sum::<u64>();
+        let findings = costs.iter().filter(|a| !a.late_writes.is_empty()).count();
+        let _ = writeln!(
+            out,
+            "API cost over {} case(s): {} requests, {} writes, {} after the required state; {findings} with writes past the restraint bound (L2)",
+            costs.len(),
+            sum(|a| a.total),
+            sum(|a| a.writes),
+            sum(|a| a.writes_after_required.unwrap_or(0)),
+        );
+    }
     let c = results.counts();
     // The closing line keeps the common `N passed, N failed, N skipped` form that CI
     // systems read; harness errors count as failures there and are detailed above it. Cases
@@ -212,6 +240,7 @@ mod tests {
             duration: Duration::from_secs(1),
             time: Default::default(),
             crash_points: Vec::new(),
+            api: None,
         }
     }
 

@@ -55,6 +55,31 @@ fn time_properties(w: &mut Xml, split: [std::time::Duration; 4]) -> std::io::Res
     Ok(())
 }
 
+/// What the implementation cost the apiserver: `api-requests`, `api-writes`,
+/// `api-writes-after-required` (when the case states a required state), `api-quiet-tail`
+/// (seconds from the last write to the end, when there was one), one `api-request` per
+/// `verb resource` with its count (`patch podcliques/status=12`), and one
+/// `restraint-finding` (L2) per object written past the bound.
+fn api_properties(w: &mut Xml, api: &super::ApiCost) -> std::io::Result<()> {
+    let mut put =
+        |name: &str, value: &str| empty(w, "property", &[("name", name), ("value", value)]);
+    put("api-requests", &api.total.to_string())?;
+    put("api-writes", &api.writes.to_string())?;
+    if let Some(n) = api.writes_after_required {
+        put("api-writes-after-required", &n.to_string())?;
+    }
+    if let Some(ms) = api.quiet_tail_ms {
+        put("api-quiet-tail", &format!("{:.3}", ms as f64 / 1000.0))?;
+    }
+    for (request, count) in &api.requests {
+        put("api-request", &format!("{request}={count}"))?;
+    }
+    for late in &api.late_writes {
+        put("restraint-finding", &late.to_string())?;
+    }
+    Ok(())
+}
+
 /// Counts of a set of results as JUnit names them: (tests, failures, errors, skipped).
 fn tally(cases: &[&CaseResult]) -> [(&'static str, String); 4] {
     let count = |f: fn(&Outcome) -> bool| cases.iter().filter(|r| f(&r.outcome)).count();
@@ -134,6 +159,9 @@ fn testcase(w: &mut Xml, r: &CaseResult) -> std::io::Result<()> {
     }
     let overhead = r.time.overhead(r.duration);
     time_properties(w, [r.time.waiting, r.time.holding, overhead, r.time.queued])?;
+    if let Some(api) = &r.api {
+        api_properties(w, api)?;
+    }
     end(w, "properties")?;
     match &r.outcome {
         Outcome::Pass => {}

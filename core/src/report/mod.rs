@@ -5,11 +5,13 @@
 //! renders the end-of-run table and `failures` the details of each failed case for the
 //! terminal; [`junit`] writes JUnit XML; [`ConformanceReport`] aggregates per clause and profile
 //! in YAML and Markdown; [`html`] writes the self-contained page; [`exit_code`] maps results to
-//! the documented exit codes (`exit`); [`RunRecord`] is `results.json`, which [`merge`] combines
+//! the documented exit codes (`exit`); [`ApiCost`] is what an implementation cost the
+//! apiserver in a case, with the restraint clause (L2) judged on it; [`RunRecord`] is `results.json`, which [`merge`] combines
 //! from shards.
 
 mod conformance;
 mod console;
+mod cost;
 mod event;
 mod exit;
 mod failures;
@@ -23,6 +25,7 @@ pub use conformance::{
     ProfileVerdict, Tally, Timing,
 };
 pub use console::{ProgressLine, summary_table};
+pub use cost::{ApiCost, ApiRequest, LateWrites, RESTRAINT_BOUND};
 pub use event::{
     CaseResult, Counts, Failure, Outcome, Recorder, RunEvent, RunResults, TimeSplit, TimeTotals,
 };

@@ -9,9 +9,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Implementation;
 use super::event::{CaseResult, Failure, Outcome, RunResults, TimeSplit};
 use super::failures::Compared;
+use super::{ApiCost, Implementation};
 use crate::catalog::Profile;
 use crate::schedule::Shard;
 
@@ -119,6 +119,9 @@ pub struct CaseRecord {
     /// Where its pinned crashes landed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub crash_points: Vec<String>,
+    /// What the implementation cost the apiserver, when an API proxy saw its requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<ApiCost>,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -144,6 +147,7 @@ impl From<&CaseResult> for CaseRecord {
             holding_ms: millis(r.time.holding),
             queued_ms: millis(r.time.queued),
             crash_points: r.crash_points.clone(),
+            api: r.api.clone(),
         };
         match &r.outcome {
             Outcome::Pass => {}
@@ -205,6 +209,7 @@ impl CaseRecord {
                 queued: Duration::from_millis(self.queued_ms),
             },
             crash_points: self.crash_points.clone(),
+            api: self.api.clone(),
         })
     }
 }
@@ -415,6 +420,7 @@ mod tests {
                 queued: Duration::from_millis(3),
             },
             crash_points: vec!["crash before request #3: DELETE pods x".into()],
+            api: None,
         }
     }
 

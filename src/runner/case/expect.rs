@@ -72,6 +72,9 @@ impl CaseRun<'_> {
         let result = self.expect_marking(exp, &mut reached).await;
         let end = Instant::now();
         let reached = reached.unwrap_or(end);
+        if result.is_ok() {
+            self.reached(reached);
+        }
         self.spent(reached - begun, end - reached);
         result
     }

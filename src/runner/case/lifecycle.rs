@@ -17,12 +17,14 @@ use super::steps::{CaseRun, execute};
 use super::verdict::{
     Judged, StepsEnded, injected_pin_failed, injection_failed, judge, with_pins_landed,
 };
-use crate::catalog::{Applicability, Case, Catalog, ControllerAction, FaultStep, RequestPin};
+use crate::catalog::{
+    Applicability, Case, Catalog, ControllerAction, FaultStep, Profile, RequestPin,
+};
 use crate::implementation::{ImplementationSpec, Instance};
 use crate::kubelets::PodDriver;
 use crate::monitor::{SeenRequest, Violation};
 use crate::proxy::{ApiProxy, FaultAction, HookPosition, RecordedRequest, RequestInfo};
-use crate::report::{CaseResult, Outcome, RunEvent, TimeSplit};
+use crate::report::{ApiCost, CaseResult, Failure, Outcome, RunEvent, TimeSplit};
 use crate::runner::observe::Observer;
 use crate::vocab::Vocabulary;
 
@@ -90,13 +92,11 @@ pub async fn run_case_queued(run: &RunContext, case: &Case, queued: Duration) ->
         case: case.name.clone(),
     });
     let applicability = run.catalog.applicability(case, run.vocab.revision());
-    let (outcome, crash_points, time) = match (applicability, skip_reason(case, run)) {
-        (Applicability::NotApplicable(reason), _) => (
-            Outcome::NotApplicable { reason },
-            Vec::new(),
-            TimeSplit::default(),
-        ),
-        (_, Some(reason)) => (Outcome::Skip { reason }, Vec::new(), TimeSplit::default()),
+    let ran = match (applicability, skip_reason(case, run)) {
+        (Applicability::NotApplicable(reason), _) => {
+            Ran::without(Outcome::NotApplicable { reason })
+        }
+        (_, Some(reason)) => Ran::without(Outcome::Skip { reason }),
         (_, None) => {
             let timeout = case
                 .timeout
@@ -110,10 +110,11 @@ pub async fn run_case_queued(run: &RunContext, case: &Case, queued: Duration) ->
         area: case.area.clone(),
         clauses: case.clauses.clone(),
         profile: case.profile,
-        outcome,
+        outcome: ran.outcome,
         duration: started.elapsed(),
-        time: TimeSplit { queued, ..time },
-        crash_points,
+        time: TimeSplit { queued, ..ran.time },
+        crash_points: ran.crash_points,
+        api: ran.api,
     };
     let _ = run
         .events
@@ -121,21 +122,53 @@ pub async fn run_case_queued(run: &RunContext, case: &Case, queued: Duration) ->
     result
 }
 
-/// Runs the steps of a case that applies here: its namespace, observer and implementation
-/// instance, the steps under `timeout`, the monitor's verdict, then the teardown. Returns the
-/// outcome, where each pinned crash landed, and how long the steps waited and held.
-async fn run_steps(
-    run: &RunContext,
-    case: &Case,
-    timeout: Duration,
-) -> (Outcome, Vec<String>, TimeSplit) {
-    let mut crash_points = Vec::new();
-    let mut time = TimeSplit::default();
-    let outcome = run_steps_noting(run, case, timeout, &mut crash_points, &mut time).await;
-    (outcome, crash_points, time)
+/// How a case's steps went: the outcome, where each pinned crash landed, how long the steps
+/// waited and held, and what the implementation cost the apiserver.
+struct Ran {
+    outcome: Outcome,
+    crash_points: Vec<String>,
+    time: TimeSplit,
+    api: Option<ApiCost>,
 }
 
-/// [`run_steps`], noting the crash points in `crash_points` and the time split in `time`.
+impl Ran {
+    /// A case whose steps did not run.
+    fn without(outcome: Outcome) -> Self {
+        Ran {
+            outcome,
+            crash_points: Vec::new(),
+            time: TimeSplit::default(),
+            api: None,
+        }
+    }
+}
+
+/// Runs the steps of a case that applies here: its namespace, observer and implementation
+/// instance, the steps under `timeout`, the monitor's verdict, then the teardown.
+async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Ran {
+    let mut ran = Ran::without(Outcome::Pass);
+    let outcome = run_steps_noting(run, case, timeout, &mut ran).await;
+    ran.outcome = restraint_verdict(case, outcome, ran.api.as_ref());
+    ran
+}
+
+/// L2 (provisional) in the verdict: writes past the restraint bound fail a passing case of the
+/// `extended` profile; in a `core` case they are reported with its cost, never its verdict.
+fn restraint_verdict(case: &Case, outcome: Outcome, api: Option<&ApiCost>) -> Outcome {
+    let finding = api.and_then(ApiCost::restraint_finding);
+    match (outcome, finding, case.profile) {
+        (Outcome::Pass, Some(message), Profile::Extended) => Outcome::Fail(Failure {
+            message,
+            diff: None,
+            compared: None,
+            timeline: None,
+            broken: vec!["L2".to_owned()],
+        }),
+        (outcome, _, _) => outcome,
+    }
+}
+
+/// [`run_steps`], noting the crash points, the time split and the API cost in `ran`.
 ///
 /// Once the namespace exists, every ending goes through [`tear_down`]: a case that could not
 /// start its proxy or implementation, pin its crash or reserve its nodes deletes its
@@ -144,9 +177,9 @@ async fn run_steps_noting(
     run: &RunContext,
     case: &Case,
     timeout: Duration,
-    crash_points: &mut Vec<String>,
-    time: &mut TimeSplit,
+    ran: &mut Ran,
 ) -> Outcome {
+    let started = (std::time::Instant::now(), std::time::SystemTime::now());
     let namespace = namespace_for(&case.name);
     tracing::Span::current().record("namespace", namespace.as_str());
     let namespaces: Api<Namespace> = Api::all(run.client.clone());
@@ -181,6 +214,7 @@ async fn run_steps_noting(
         fault_log: Arc::default(),
         refusals: Default::default(),
         time: std::sync::Mutex::default(),
+        required_at: std::sync::Mutex::default(),
         kubelet_lag: Arc::default(),
     };
     // A case that loses a node gets nodes of its own where the pod driver can give them: one
@@ -190,7 +224,8 @@ async fn run_steps_noting(
         Err(outcome) => outcome,
         Ok(()) => {
             let ended = run_under_timeout(&mut ctx, timeout).await;
-            *time = ctx.time_split();
+            ran.time = ctx.time_split();
+            ran.api = ctx.api_cost(started);
             let timeline = ctx.observer.settle().await;
             judge(
                 ended,
@@ -210,7 +245,7 @@ async fn run_steps_noting(
             )
         }
     };
-    let outcome = tear_down(ctx, outcome, private_nodes, crash_points).await;
+    let outcome = tear_down(ctx, outcome, private_nodes, &mut ran.crash_points).await;
     if !run.keep_namespaces {
         delete_namespace(&namespaces, &namespace, is_large(case, &run.catalog)).await;
     }

@@ -17,6 +17,7 @@
 //! - `expect`: `remember` and `expect`, the waits and holds of expectations;
 //! - `verdict`: the pure decision of how a case ended, beside the lifecycle's actions.
 
+mod cost;
 mod expect;
 mod faults;
 mod lifecycle;

@@ -301,6 +301,22 @@ fn case(out: &mut String, r: &CaseResult) {
         r.time.overhead(r.duration).as_secs_f64(),
         r.time.queued.as_secs_f64()
     );
+    if let Some(api) = &r.api {
+        let by: Vec<String> = api
+            .requests
+            .iter()
+            .map(|(request, n)| format!("{} {n}", escape(request)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "<p class=\"meta\">API cost: {} · {}</p>",
+            escape(&api.summary()),
+            by.join(", ")
+        );
+        if let Some(finding) = api.restraint_finding() {
+            let _ = writeln!(out, "<p class=\"failing-step\">{}</p>", escape(&finding));
+        }
+    }
     if !r.crash_points.is_empty() {
         let _ = writeln!(
             out,

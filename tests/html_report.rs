@@ -32,6 +32,7 @@ fn result(name: &str, area: &str, clauses: &[&str], outcome: Outcome) -> CaseRes
             queued: Duration::ZERO,
         },
         crash_points: Vec::new(),
+        fault_points: Vec::new(),
         api: None,
     }
 }

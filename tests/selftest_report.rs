@@ -35,6 +35,7 @@ fn case(
             queued: Duration::from_millis(ms / 10),
         },
         crash_points: Vec::new(),
+        fault_points: Vec::new(),
         api: None,
     }
 }
@@ -49,6 +50,9 @@ fn results() -> RunResults {
         RunEvent::CaseFinished(Box::new(CaseResult {
             crash_points: vec![
                 "crash before request #12: delete podcliques job-0-worker".into(),
+            ],
+            fault_points: vec![
+                "hold podcliques from rv 812: 5 events held, 5 delivered at release".into(),
             ],
             api: Some(ApiCost {
                 requests: [

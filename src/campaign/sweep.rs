@@ -335,7 +335,7 @@ pub async fn sweep(
                 pin,
                 fault,
                 outcome: result.outcome,
-                landed: result.crash_points,
+                landed: [result.crash_points, result.fault_points].concat(),
                 duration: result.duration,
             }
         });

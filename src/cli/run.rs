@@ -764,6 +764,7 @@ mod tests {
                 duration: Duration::from_millis(1500),
                 time: Default::default(),
                 crash_points: vec![],
+                fault_points: vec![],
                 api: None,
             }))
         };

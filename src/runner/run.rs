@@ -96,6 +96,7 @@ fn broken(case: &Case, message: String, started: Instant) -> CaseResult {
         duration: started.elapsed(),
         time: TimeSplit::default(),
         crash_points: Vec::new(),
+        fault_points: Vec::new(),
         api: None,
     }
 }

@@ -301,10 +301,10 @@ impl ConformanceReport {
         let crash_points = results
             .sorted()
             .into_iter()
-            .filter(|r| !r.crash_points.is_empty())
+            .filter(|r| !r.crash_points.is_empty() || !r.fault_points.is_empty())
             .map(|r| CrashPoints {
                 case: r.case.clone(),
-                points: r.crash_points.clone(),
+                points: [r.crash_points.clone(), r.fault_points.clone()].concat(),
             })
             .collect();
         ConformanceReport {
@@ -440,6 +440,7 @@ mod tests {
             duration: Duration::ZERO,
             time: crate::report::TimeSplit::default(),
             crash_points: Vec::new(),
+            fault_points: Vec::new(),
             api: None,
         }
     }

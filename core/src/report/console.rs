@@ -78,7 +78,7 @@ impl<W: Write> ProgressLine<W> {
                     write!(self.out, "\r\x1b[2K")?;
                 }
                 writeln!(self.out, "[{}/{}] {line}", self.finished, self.total)?;
-                for point in &r.crash_points {
+                for point in r.crash_points.iter().chain(&r.fault_points) {
                     writeln!(self.out, "        {point}")?;
                 }
                 if let Some(finding) = r.api.as_ref().and_then(|a| a.restraint_finding()) {
@@ -240,6 +240,7 @@ mod tests {
             duration: Duration::from_secs(1),
             time: Default::default(),
             crash_points: Vec::new(),
+            fault_points: Vec::new(),
             api: None,
         }
     }

@@ -109,6 +109,8 @@ pub struct CaseResult {
     pub time: TimeSplit,
     /// Where each pinned crash landed (`crash before request #37: DELETE pods ...`), in order.
     pub crash_points: Vec<String>,
+    /// Where each fault (a hold, a relist) started and what it held, in order.
+    pub fault_points: Vec<String>,
     /// What the implementation cost the apiserver (`None`: no API proxy saw its requests).
     pub api: Option<super::ApiCost>,
 }

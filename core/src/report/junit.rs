@@ -157,6 +157,9 @@ fn testcase(w: &mut Xml, r: &CaseResult) -> std::io::Result<()> {
     for point in &r.crash_points {
         empty(w, "property", &[("name", "crash-point"), ("value", point)])?;
     }
+    for point in &r.fault_points {
+        empty(w, "property", &[("name", "fault-point"), ("value", point)])?;
+    }
     let overhead = r.time.overhead(r.duration);
     time_properties(w, [r.time.waiting, r.time.holding, overhead, r.time.queued])?;
     if let Some(api) = &r.api {

@@ -119,6 +119,9 @@ pub struct CaseRecord {
     /// Where its pinned crashes landed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub crash_points: Vec<String>,
+    /// Where its faults started and what they held.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fault_points: Vec<String>,
     /// What the implementation cost the apiserver, when an API proxy saw its requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<ApiCost>,
@@ -147,6 +150,7 @@ impl From<&CaseResult> for CaseRecord {
             holding_ms: millis(r.time.holding),
             queued_ms: millis(r.time.queued),
             crash_points: r.crash_points.clone(),
+            fault_points: r.fault_points.clone(),
             api: r.api.clone(),
         };
         match &r.outcome {
@@ -209,6 +213,7 @@ impl CaseRecord {
                 queued: Duration::from_millis(self.queued_ms),
             },
             crash_points: self.crash_points.clone(),
+            fault_points: self.fault_points.clone(),
             api: self.api.clone(),
         })
     }
@@ -420,6 +425,7 @@ mod tests {
                 queued: Duration::from_millis(3),
             },
             crash_points: vec!["crash before request #3: DELETE pods x".into()],
+            fault_points: Vec::new(),
             api: None,
         }
     }

@@ -114,6 +114,7 @@ pub async fn run_case_queued(run: &RunContext, case: &Case, queued: Duration) ->
         duration: started.elapsed(),
         time: TimeSplit { queued, ..ran.time },
         crash_points: ran.crash_points,
+        fault_points: ran.fault_points,
         api: ran.api,
     };
     let _ = run
@@ -127,6 +128,7 @@ pub async fn run_case_queued(run: &RunContext, case: &Case, queued: Duration) ->
 struct Ran {
     outcome: Outcome,
     crash_points: Vec<String>,
+    fault_points: Vec<String>,
     time: TimeSplit,
     api: Option<ApiCost>,
 }
@@ -137,6 +139,7 @@ impl Ran {
         Ran {
             outcome,
             crash_points: Vec::new(),
+            fault_points: Vec::new(),
             time: TimeSplit::default(),
             api: None,
         }
@@ -215,6 +218,7 @@ async fn run_steps_noting(
         refusals: Default::default(),
         time: std::sync::Mutex::default(),
         required_at: std::sync::Mutex::default(),
+        trigger_points: Arc::default(),
         kubelet_lag: Arc::default(),
     };
     // A case that loses a node gets nodes of its own where the pod driver can give them: one
@@ -245,7 +249,7 @@ async fn run_steps_noting(
             )
         }
     };
-    let outcome = tear_down(ctx, outcome, private_nodes, &mut ran.crash_points).await;
+    let outcome = tear_down(ctx, outcome, private_nodes, ran).await;
     if !run.keep_namespaces {
         delete_namespace(&namespaces, &namespace, is_large(case, &run.catalog)).await;
     }
@@ -398,7 +402,7 @@ async fn tear_down(
     mut ctx: CaseRun<'_>,
     mut outcome: Outcome,
     private_nodes: bool,
-    crash_points: &mut Vec<String>,
+    ran: &mut Ran,
 ) -> Outcome {
     let run = ctx.run;
     let namespace = ctx.namespace.clone();
@@ -422,8 +426,14 @@ async fn tear_down(
     if let Some(proxy) = &ctx.proxy {
         let landed = landed_pins(proxy, &namespace, &ctx.pins);
         outcome = with_pins_landed(outcome, &ctx.pins, landed.len());
-        *crash_points = landed;
-        crash_points.extend(fault_points);
+        ran.crash_points = landed;
+        ran.crash_points.extend(
+            ctx.trigger_points
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .drain(..),
+        );
+        ran.fault_points = fault_points;
         if let Some(sink) = &run.record_writes {
             sink.lock().unwrap_or_else(|p| p.into_inner()).extend(
                 proxy

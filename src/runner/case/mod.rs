@@ -20,6 +20,7 @@
 mod cost;
 mod expect;
 mod faults;
+mod landing;
 mod lifecycle;
 mod pod_actions;
 mod refusals;

@@ -50,6 +50,8 @@ pub(super) struct CaseRun<'a> {
     pub(super) time: std::sync::Mutex<TimeSplit>,
     /// When the last `expect` step's state was there (see [`ApiCost`](crate::report::ApiCost)).
     pub(super) required_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Where each crash or pause fired by a watched change landed (see [`super::landing`]).
+    pub(super) trigger_points: Arc<std::sync::Mutex<Vec<String>>>,
     /// How long expectations waited past their windows for real kubelets to catch up with
     /// an implementation that had done its part; the case's timeout grows by as much.
     pub(super) kubelet_lag: Arc<std::sync::Mutex<std::time::Duration>>,

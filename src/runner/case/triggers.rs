@@ -39,10 +39,19 @@ impl CaseRun<'_> {
         let vocab = *self.vocab();
         let armed = self.observer.with_snapshot(|s| arm(&trigger, s, &vocab));
         let snapshots = self.observer.snapshot_handle();
+        let (proxy, namespace) = (self.proxy.clone(), self.namespace.clone());
+        let points = self.trigger_points.clone();
         self.triggers.push(tokio::spawn(async move {
             loop {
                 let fired = snapshots.with(|s| fires(&trigger, &armed, s, &vocab));
                 if fired {
+                    if let Some(proxy) = &proxy {
+                        let point = super::landing::landing(proxy, &namespace, action, &trigger);
+                        points
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push(point);
+                    }
                     return act(&instance, action).await;
                 }
                 if changes.changed().await.is_err() {

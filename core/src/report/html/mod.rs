@@ -317,16 +317,14 @@ fn case(out: &mut String, r: &CaseResult) {
             let _ = writeln!(out, "<p class=\"failing-step\">{}</p>", escape(&finding));
         }
     }
-    if !r.crash_points.is_empty() {
-        let _ = writeln!(
-            out,
-            "<p>fault points: {}</p>",
-            r.crash_points
-                .iter()
-                .map(|p| escape(p))
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
+    for (label, points) in [
+        ("crash points", &r.crash_points),
+        ("fault points", &r.fault_points),
+    ] {
+        if !points.is_empty() {
+            let points: Vec<String> = points.iter().map(|p| escape(p)).collect();
+            let _ = writeln!(out, "<p>{label}: {}</p>", points.join("; "));
+        }
     }
     match &r.outcome {
         Outcome::Pass => {}

@@ -154,6 +154,45 @@ fn send_signal(pid: libc::pid_t, signal: libc::c_int) -> bool {
     unsafe { libc::kill(pid, signal) == 0 }
 }
 
+/// Whether every thread of every process in the group `pgid` has stopped (or exited). A
+/// SIGSTOP is only queued by kill(2): each thread stops when it next runs in the kernel, and on
+/// a busy machine a thread woken meanwhile (by an answer, a closed connection) may act first.
+fn group_stopped(pgid: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter(|e| stat_fields(&e.path().join("stat")).is_some_and(|(_, group)| group == pgid))
+        .all(|e| {
+            let Ok(tasks) = std::fs::read_dir(e.path().join("task")) else {
+                // It exited meanwhile.
+                return true;
+            };
+            tasks.filter_map(Result::ok).all(|t| {
+                // A task gone meanwhile has nothing left to do.
+                stat_fields(&t.path().join("stat"))
+                    .is_none_or(|(state, _)| matches!(state, 'T' | 't' | 'Z' | 'X'))
+            })
+        })
+}
+
+/// The state and the process group of a `/proc/…/stat` file.
+fn stat_fields(path: &Path) -> Option<(char, u32)> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    // The command name may hold spaces and parentheses: the fields follow its last `)`.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _parent = fields.next()?;
+    let group = fields.next()?.parse().ok()?;
+    Some((state, group))
+}
+
 fn group_alive(pgid: u32) -> bool {
     libc::pid_t::try_from(pgid).is_ok_and(|pgid| send_signal(-pgid, 0))
 }
@@ -286,9 +325,16 @@ impl Supervised {
     }
 
     /// Freezes the whole process group (SIGSTOP): the child observes nothing and acts on
-    /// nothing until [`Supervised::resume`].
+    /// nothing until [`Supervised::resume`]. The signal is only sent: see
+    /// [`Supervised::stopped`].
     pub fn pause(&self) {
         signal_group(self.pid(), libc::SIGSTOP);
+    }
+
+    /// Whether every thread of the process group has stopped since [`Supervised::pause`]:
+    /// until then, a thread may still act on what it has just received.
+    pub fn stopped(&self) -> bool {
+        group_stopped(self.pid())
     }
 
     /// Thaws the process group (SIGCONT).
@@ -350,6 +396,11 @@ mod tests {
         command.arg("30");
         let child = Supervised::spawn("pausable", command, None).unwrap();
         child.pause();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !child.stopped() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(child.stopped());
         let state = |pid: u32| {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
@@ -367,6 +418,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_ne!(state(child.pid()), Some('T'));
+        assert!(!child.stopped());
     }
 
     #[test]

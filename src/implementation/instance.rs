@@ -180,7 +180,13 @@ pub enum InstanceError {
     /// The deployed implementation could not be set up or controlled.
     #[error(transparent)]
     Deployment(#[from] DeploymentError),
+    /// A paused process did not stop in time.
+    #[error("the implementation's process group had not stopped {0:?} after SIGSTOP")]
+    NotStopped(Duration),
 }
+
+/// How long the threads of a paused implementation may take to stop.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long an implementation with a readiness port may take to listen after a start.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -289,9 +295,20 @@ impl Instance {
     }
 
     /// Freezes it (SIGSTOP, `docker pause`): it observes and does nothing until resumed.
+    /// Returns once it is frozen, so that nothing it is sent from then on (a dropped answer)
+    /// is acted on before the resume.
     pub async fn pause(&mut self) -> Result<(), InstanceError> {
         match &self.running {
-            Some(Running::Process(child)) => child.pause(),
+            Some(Running::Process(child)) => {
+                child.pause();
+                let deadline = tokio::time::Instant::now() + STOP_TIMEOUT;
+                while !child.stopped() {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(InstanceError::NotStopped(STOP_TIMEOUT));
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
             Some(Running::Container(c)) => c.pause().await?,
             Some(Running::Deployed(d)) => d.pause(),
             None => {}

@@ -2,8 +2,9 @@
 //! the book's chapters (`docs/src/**/*.md`) reaches a file, every `#anchor` a heading of its
 //! page (slugs as GitHub and mdBook make them), `docs/src/SUMMARY.md` lists every chapter,
 //! every `{{#include}}` names a file, every repository path the docs name in code
-//! (`src/cluster/options.rs`, `tests/`) exists, and `.ci/run` runs the commands the README says
-//! CI runs. None of it needs mdBook: the book's build is `.ci/run`'s.
+//! (`src/cluster/options.rs`, `tests/`) exists, the table of steps is the one the step kinds'
+//! definitions give, and `.ci/run` runs the commands the README says CI runs. None of it
+//! needs mdBook: the book's build is `.ci/run`'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -342,6 +343,23 @@ fn the_summary_lists_every_chapter_and_every_include_exists() {
         }
     }
     report("the book's summary", problems);
+}
+
+/// The book's table of steps is the one the step kinds' definitions give
+/// (`GROVE_CONFORMANCE_UPDATE_GOLDEN=1` rewrites it).
+#[test]
+fn docs_steps_table() {
+    let path = root().join("docs/src/steps-table.md");
+    let table = grove_conformance::catalog::steps_table();
+    if std::env::var_os("GROVE_CONFORMANCE_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &table).unwrap();
+    }
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        written == table,
+        "{} is not the table core/src/catalog/step_kinds.rs gives; rewrite it with GROVE_CONFORMANCE_UPDATE_GOLDEN=1 cargo test --test docs_links",
+        path.display()
+    );
 }
 
 #[test]

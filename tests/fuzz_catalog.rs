@@ -69,7 +69,8 @@ fn judge(text: &str) {
     }
 }
 
-/// Keys and values of the case language, to build inputs the parser takes seriously.
+/// Keys and values of the case language besides the step keywords (taken from
+/// [`catalog::STEP_KINDS`]), to build inputs the parser takes seriously.
 const WORDS: &[&str] = &[
     "name",
     "summary",
@@ -80,20 +81,6 @@ const WORDS: &[&str] = &[
     "revisions",
     "timeout",
     "steps",
-    "apply",
-    "update",
-    "delete",
-    "force-delete",
-    "reject",
-    "exit",
-    "unready",
-    "ready",
-    "evict",
-    "preempt",
-    "lose-node",
-    "controller",
-    "remember",
-    "expect",
     "within",
     "for",
     "objects",
@@ -176,11 +163,37 @@ const WORDS: &[&str] = &[
     "&a",
     "*a",
     "!!str",
+    "hold",
+    "until",
+    "lift",
+    "release",
+    "relist",
+    "reads",
+    "stale",
+    "current",
+    "deliver",
+    "coalesce",
+    "wait",
+    "create",
+    "if-present",
+    "alone",
 ];
+
+/// [`WORDS`] and every step keyword.
+fn words() -> Vec<&'static str> {
+    let mut words: Vec<&'static str> = catalog::STEP_KINDS.iter().map(|d| d.keyword).collect();
+    let others: Vec<&'static str> = WORDS
+        .iter()
+        .copied()
+        .filter(|w| !words.contains(w))
+        .collect();
+    words.extend(others);
+    words
+}
 
 fn word() -> impl Strategy<Value = String> {
     prop_oneof![
-        prop::sample::select(WORDS).prop_map(str::to_owned),
+        prop::sample::select(words()).prop_map(str::to_owned),
         "[a-z0-9/\\-]{0,12}",
         any::<i64>().prop_map(|n| n.to_string()),
     ]

@@ -17,6 +17,7 @@ mod load;
 mod model;
 mod parse;
 mod patch;
+mod step_kinds;
 mod yaml;
 
 pub use clauses::{CLAUSES, Clause, ClauseStatus, Profile, clause};
@@ -29,4 +30,5 @@ pub use load::{
 pub use model::*;
 pub use parse::{parse_case, parse_case_with_fixtures};
 pub use patch::merge_patch;
+pub use step_kinds::{Needs, STEP_KINDS, StepDefinition, step_definition, steps_table};
 pub use yaml::Pos;

@@ -153,7 +153,7 @@ pub fn needs_exclusive(
             && case
                 .steps
                 .iter()
-                .any(|s| matches!(s.kind, StepKind::Controller(_) | StepKind::Fault(_))))
+                .any(|s| s.kind.definition().needs.whole_implementation))
 }
 
 /// Why a case cannot run here, if it cannot.
@@ -175,36 +175,24 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
         {
             paused = c.action == ControllerAction::Pause;
         }
-        match &step.kind {
-            StepKind::Controller(_) if !ctx.implementation.controllable() => {
-                return Some(
-                    "the case pauses, resumes or crashes the implementation, which an external implementation does not allow"
-                        .into(),
-                );
-            }
-            StepKind::Pods(p) => {
-                if let Some(reason) = ctx.pods.unsupported(p.action) {
-                    return Some(reason);
-                }
-            }
-            StepKind::Fault(_)
-                if !ctx.api_proxy
-                    || (!ctx.implementation.per_case() && ctx.shared_proxy.is_none()) =>
-            {
-                return Some(
-                    "the case holds back what the implementation's watches see, which needs the implementation behind the harness's API proxy"
-                        .into(),
-                );
-            }
-            StepKind::Fault(_)
-            | StepKind::Refuse(_)
-            | StepKind::Controller(_)
-            | StepKind::Apply(_)
-            | StepKind::Update(_)
-            | StepKind::Delete(_)
-            | StepKind::Reject(_)
-            | StepKind::Remember(_)
-            | StepKind::Expect(_) => {}
+        let needs = step.kind.definition().needs;
+        let keyword = step.kind.keyword();
+        if needs.controllable && !ctx.implementation.controllable() {
+            return Some(format!(
+                "the case's `{keyword}` step pauses, resumes or crashes the implementation, which an external implementation does not allow"
+            ));
+        }
+        if needs.api_proxy
+            && (!ctx.api_proxy || (!ctx.implementation.per_case() && ctx.shared_proxy.is_none()))
+        {
+            return Some(format!(
+                "the case's `{keyword}` step needs the implementation behind the harness's API proxy"
+            ));
+        }
+        if let StepKind::Pods(p) = &step.kind
+            && let Some(reason) = ctx.pods.unsupported(p.action)
+        {
+            return Some(reason);
         }
     }
     None

@@ -17,30 +17,13 @@ use crate::catalog::model::{
 /// apiserver's default 5-minute compaction can end the reads it needs.
 pub const MAX_HOLD_IN_CASE: std::time::Duration = std::time::Duration::from_secs(4 * 60);
 use crate::catalog::yaml::Node;
+use crate::catalog::{STEP_KINDS, step_definition};
 use crate::vocab::{Category, Kind};
-
-const STEP_KEYS: &[&str] = &[
-    "apply",
-    "update",
-    "delete",
-    "force-delete",
-    "reject",
-    "exit",
-    "unready",
-    "ready",
-    "evict",
-    "preempt",
-    "lose-node",
-    "controller",
-    "fault",
-    "refuse",
-    "remember",
-    "expect",
-];
 
 impl Parser<'_> {
     pub(super) fn step(&mut self, node: &Node, path: &str) -> Option<Step> {
-        let f = self.fields(node, path, STEP_KEYS)?;
+        let keywords: Vec<&str> = STEP_KINDS.iter().map(|d| d.keyword).collect();
+        let f = self.fields(node, path, &keywords)?;
         if f.entries.len() != 1 {
             self.error(
                 node.pos,
@@ -68,7 +51,9 @@ impl Parser<'_> {
             "refuse" => StepKind::Refuse(self.refuse(body, &p)?),
             "remember" => StepKind::Remember(self.remember(body, &p)?),
             "expect" => StepKind::Expect(self.expect(body, &p)?),
-            _ => return None,
+            // An unknown key, which `fields` has reported.
+            _ if step_definition(key).is_none() => return None,
+            _ => unreachable!("the step keyword `{key}` is defined in STEP_KINDS but not parsed"),
         };
         Some(Step {
             pos: node.pos,

@@ -40,7 +40,7 @@ fn written_scenarios_and_shrunk_ones_pass_lint_beside_the_catalog() {
         let s = scenario(42, i, 3);
         match s.body {
             Body::Rejected { .. } => kinds.0 = true,
-            Body::Steps(_) => kinds.1 = true,
+            Body::Rounds(_) => kinds.1 = true,
         }
         let smaller: Vec<Scenario> = shrink::candidates(&s).into_iter().take(1).collect();
         for s in std::iter::once(s).chain(smaller) {

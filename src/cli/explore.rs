@@ -20,7 +20,7 @@ use grove_conformance::runner::{self, RunSettings};
 use grove_conformance::schedule::Durations;
 
 use super::run::{self, RunArgs};
-use super::{runtime, shard};
+use super::{reports, runtime, shard};
 
 /// At most this many rounds of shrinking a scenario.
 const MAX_SHRINK_ROUNDS: usize = 25;
@@ -86,7 +86,7 @@ pub(crate) fn explore(args: &ExploreArgs) -> Result<i32, i32> {
             selected.len()
         );
         let empty = report::RunResults::default();
-        run::write_reports(r, &empty, impl_name, impl_version, generated, &selected);
+        reports::write_reports(r, &empty, impl_name, impl_version, generated, &selected);
         return Ok(report::SUCCESS);
     }
     let started = Instant::now();
@@ -147,7 +147,7 @@ pub(crate) fn explore(args: &ExploreArgs) -> Result<i32, i32> {
         );
         Ok((results, shrunk))
     })?;
-    run::write_reports(r, &results, impl_name, impl_version, generated, &selected);
+    reports::write_reports(r, &results, impl_name, impl_version, generated, &selected);
     for s in &shrunk {
         if args.no_shrink {
             println!(

@@ -18,6 +18,7 @@
 //! May use: every folder of the library (this is the binary; nothing uses it).
 
 mod campaign;
+mod e2e_log;
 mod explore;
 mod in_cluster;
 mod lint;

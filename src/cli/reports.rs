@@ -5,10 +5,14 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+use grove_conformance::catalog;
 use grove_conformance::diff::Style;
 use grove_conformance::errors;
 use grove_conformance::report::{self, ConformanceReport, RunRecord};
 use grove_conformance::vocab::Revision;
+
+use super::run::RunArgs;
+use super::shard;
 
 /// Where the reports go and what they say the run was.
 pub(crate) struct Reports<'a> {
@@ -102,4 +106,28 @@ fn failure_details(out: &Path, results: &report::RunResults) -> String {
             .display()
             .to_string()
     })
+}
+
+/// The summary, the failure details and every report of a run, with its `results.json`:
+/// `catalog` names what was run (a digest of the catalog's files, or what generated the
+/// cases) and `selected` is every case selected before sharding.
+pub(crate) fn write_reports(
+    args: &RunArgs,
+    results: &report::RunResults,
+    name: String,
+    version: String,
+    catalog: String,
+    selected: &[catalog::Case],
+) {
+    let named = report::Implementation { name, version };
+    let identity = shard::identity(&named, args.revision, catalog, selected);
+    let reports = Reports {
+        out: &args.out,
+        junit: args.junit.clone(),
+        implementation: named,
+        revision: args.revision,
+        date: today(),
+    };
+    let record = RunRecord::new(identity, args.shard, &reports.date, results);
+    reports.write(results, &record);
 }

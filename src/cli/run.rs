@@ -14,12 +14,13 @@ use grove_conformance::implementation::admission::{
 };
 use grove_conformance::implementation::deployment::DeploymentRef;
 use grove_conformance::implementation::{ImplementationSpec, Setup};
-use grove_conformance::report::{self, ProgressLine, RunRecord};
+use grove_conformance::report::{self, ProgressLine};
 use grove_conformance::runner::{self, RunSettings, Selection};
 use grove_conformance::schedule::Shard;
 use grove_conformance::vocab::{Revision, Vocabulary};
 
-use super::reports::{Reports, today};
+use super::e2e_log::E2eLog;
+use super::reports::write_reports;
 use super::{load, runtime, shard};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -106,7 +107,7 @@ pub(crate) struct RunArgs {
     implementation_name: Option<String>,
     /// Spec revision the implementation follows.
     #[arg(long, default_value = "grep-0285-review")]
-    revision: Revision,
+    pub(crate) revision: Revision,
     /// Only cases of this profile.
     #[arg(long, value_enum)]
     profile: Option<ProfileArg>,
@@ -132,7 +133,7 @@ pub(crate) struct RunArgs {
     jobs: Option<usize>,
     /// Where the JUnit XML goes (default: <out>/junit.xml).
     #[arg(long)]
-    junit: Option<PathBuf>,
+    pub(crate) junit: Option<PathBuf>,
     /// Folder for the JUnit XML, the conformance report and implementation logs.
     #[arg(long, default_value = "grove-conformance-results")]
     pub(crate) out: PathBuf,
@@ -404,84 +405,6 @@ pub(crate) fn progress_on_stderr() -> impl FnMut(&report::RunEvent) + Send + 'st
     }
 }
 
-/// The Ginkgo-style log `--e2e-log` writes, line by line as the run goes (a runner reads it
-/// while the run is on).
-struct E2eLog {
-    file: Option<std::fs::File>,
-    total: usize,
-    counts: [usize; 3],
-}
-
-impl E2eLog {
-    fn new(path: PathBuf, total: usize) -> Self {
-        let file = std::fs::File::create(&path)
-            .map_err(|e| eprintln!("warning: failed to write {}: {e}", path.display()))
-            .ok();
-        E2eLog {
-            file,
-            total,
-            counts: [0; 3],
-        }
-    }
-
-    fn write(&mut self, line: &str) {
-        use std::io::Write;
-        if let Some(f) = &mut self.file {
-            let _ = writeln!(f, "{line}");
-            let _ = f.flush();
-        }
-    }
-
-    fn on_event(&mut self, event: &report::RunEvent) {
-        match event {
-            report::RunEvent::RunStarted { cases } => {
-                let line = format!(
-                    "grove-conformance {}\nWill run {cases} of {} specs",
-                    env!("CARGO_PKG_VERSION"),
-                    self.total
-                );
-                self.write(&line);
-            }
-            report::RunEvent::CaseFinished(result) => {
-                let slot = match &result.outcome {
-                    report::Outcome::Pass => 0,
-                    report::Outcome::Fail(_) | report::Outcome::Error { .. } => 1,
-                    report::Outcome::Skip { .. } | report::Outcome::NotApplicable { .. } => 2,
-                };
-                self.counts[slot] += 1;
-                let detail = match &result.outcome {
-                    report::Outcome::Fail(f) => format!(": {}", f.message),
-                    report::Outcome::Error { message } => format!(": {message}"),
-                    report::Outcome::Skip { reason }
-                    | report::Outcome::NotApplicable { reason } => {
-                        format!(": {reason}")
-                    }
-                    report::Outcome::Pass => String::new(),
-                };
-                let line = format!(
-                    "• [{}] {} ({:.1}s){detail}",
-                    result.outcome.label().to_uppercase(),
-                    result.case,
-                    result.duration.as_secs_f64()
-                );
-                self.write(&line);
-            }
-            report::RunEvent::RunFinished { duration } => {
-                let [passed, failed, skipped] = self.counts;
-                let verdict = if failed == 0 { "SUCCESS!" } else { "FAIL!" };
-                let line = format!(
-                    "Ran {} of {} Specs in {:.1} seconds\n{verdict} -- {passed} Passed | {failed} Failed | 0 Pending | {skipped} Skipped",
-                    passed + failed,
-                    self.total,
-                    duration.as_secs_f64()
-                );
-                self.write(&line);
-            }
-            _ => {}
-        }
-    }
-}
-
 /// Resolves on SIGINT or SIGTERM, naming it.
 pub(crate) async fn interrupted() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
@@ -691,34 +614,9 @@ pub(crate) fn implementation_name(
     }
 }
 
-/// The summary, the failure details and every report of a run, with its `results.json`:
-/// `catalog` names what was run (a digest of the catalog's files, or what generated the
-/// cases) and `selected` is every case selected before sharding.
-pub(crate) fn write_reports(
-    args: &RunArgs,
-    results: &report::RunResults,
-    name: String,
-    version: String,
-    catalog: String,
-    selected: &[catalog::Case],
-) {
-    let named = report::Implementation { name, version };
-    let identity = shard::identity(&named, args.revision, catalog, selected);
-    let reports = Reports {
-        out: &args.out,
-        junit: args.junit.clone(),
-        implementation: named,
-        revision: args.revision,
-        date: today(),
-    };
-    let record = RunRecord::new(identity, args.shard, &reports.date, results);
-    reports.write(results, &record);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn spec_texts_carry_area_name_clauses_and_profile() {
@@ -746,46 +644,5 @@ mod tests {
             .filter(|c| c.profile == Profile::Core)
             .count();
         assert_eq!(core, expected);
-    }
-
-    #[test]
-    fn the_e2e_log_counts_a_bullet_per_finished_case() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("e2e.log");
-        let mut log = E2eLog::new(path.clone(), 10);
-        log.on_event(&report::RunEvent::RunStarted { cases: 2 });
-        let result = |name: &str, outcome: report::Outcome| {
-            report::RunEvent::CaseFinished(Box::new(report::CaseResult {
-                case: name.into(),
-                area: "a".into(),
-                clauses: vec![],
-                profile: Profile::Core,
-                outcome,
-                duration: Duration::from_millis(1500),
-                time: Default::default(),
-                crash_points: vec![],
-                fault_points: vec![],
-                api: None,
-            }))
-        };
-        log.on_event(&result("one", report::Outcome::Pass));
-        log.on_event(&result(
-            "two",
-            report::Outcome::Skip {
-                reason: "why".into(),
-            },
-        ));
-        log.on_event(&report::RunEvent::RunFinished {
-            duration: Duration::from_secs(3),
-        });
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.contains("Will run 2 of 10 specs\n"), "{text}");
-        assert_eq!(text.matches('•').count(), 2, "{text}");
-        assert!(text.contains("• [PASS] one (1.5s)"), "{text}");
-        assert!(text.contains("• [SKIP] two (1.5s): why"), "{text}");
-        assert!(
-            text.contains("SUCCESS! -- 1 Passed | 0 Failed | 0 Pending | 1 Skipped"),
-            "{text}"
-        );
     }
 }

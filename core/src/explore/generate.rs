@@ -5,81 +5,163 @@
 use std::collections::BTreeSet;
 
 use super::rng::Rng;
+use crate::catalog::{
+    ControllerAction, ControllerStep, NodeLoss, PodAction, PodSelector, PodStep, StepKind,
+};
 use crate::model::{
     Clique, Completion, Group, Model, PodChange, PodEvent, PodState, RestartPolicy, Shape, World,
     admit,
 };
 
-/// What the harness does to one pod (the catalog's pod steps).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Act {
-    /// `exit` with this code.
-    Exit(i32),
-    /// `evict`, with or without a terminal phase.
-    Evict {
-        /// The kubelet writes phase Failed before the pod goes.
-        terminal_phase: bool,
-    },
-    /// `preempt`, with or without a terminal phase.
-    Preempt {
-        /// The kubelet writes phase Failed before the pod goes.
-        terminal_phase: bool,
-    },
-    /// `delete`, with or without a terminal phase.
-    Delete {
-        /// The kubelet writes phase Failed before the pod goes.
-        terminal_phase: bool,
-    },
-    /// `force-delete`.
-    ForceDelete,
-    /// `lose-node` (`mode: fail` when `fail_first`).
-    LoseNode {
-        /// The pod shows Failed first, as pod GC does.
-        fail_first: bool,
-    },
-}
+/// One round of a scenario: steps of the case language the harness takes (pod actions, alone
+/// or between a `controller: pause` and `resume` so that the implementation sees them in one
+/// observation, or a `controller: crash`), after which the case expects what every state the
+/// model allows agrees on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Round(pub Vec<StepKind>);
 
-impl Act {
-    /// What the model sees of it.
-    pub fn change(self) -> PodChange {
-        match self {
-            Act::Exit(c) => PodChange::Exit(c),
-            _ => PodChange::Removed,
+impl Round {
+    /// One pod action, seen alone.
+    pub fn alone(step: PodStep) -> Round {
+        Round(vec![StepKind::Pods(step)])
+    }
+
+    /// Pod actions seen together: applied while the implementation is paused.
+    pub fn together(steps: Vec<PodStep>) -> Round {
+        let mut v = vec![controller(ControllerAction::Pause)];
+        v.extend(steps.into_iter().map(StepKind::Pods));
+        v.push(controller(ControllerAction::Resume));
+        Round(v)
+    }
+
+    /// The implementation is killed and restarted while quiet (O3: nothing may change).
+    pub fn crash() -> Round {
+        Round(vec![controller(ControllerAction::Crash)])
+    }
+
+    /// Its pod actions, in order.
+    pub fn pods(&self) -> impl Iterator<Item = &PodStep> {
+        self.0.iter().filter_map(|s| match s {
+            StepKind::Pods(p) => Some(p),
+            _ => None,
+        })
+    }
+
+    /// Whether its pod actions are applied while the implementation is paused.
+    pub fn paused(&self) -> bool {
+        self.0.iter().any(|s| {
+            matches!(
+                s,
+                StepKind::Controller(ControllerStep {
+                    action: ControllerAction::Pause,
+                    when: None
+                })
+            )
+        })
+    }
+
+    /// Whether it crashes the implementation.
+    pub fn crashes(&self) -> bool {
+        self.0.iter().any(|s| {
+            matches!(
+                s,
+                StepKind::Controller(ControllerStep {
+                    action: ControllerAction::Crash,
+                    ..
+                })
+            )
+        })
+    }
+
+    /// The same round without its pod action `k`; seen alone once one action is left.
+    pub fn without_pod(&self, k: usize) -> Round {
+        let mut pods: Vec<PodStep> = self.pods().cloned().collect();
+        pods.remove(k);
+        if self.paused() && pods.len() > 1 {
+            Round::together(pods)
+        } else {
+            Round(pods.into_iter().map(StepKind::Pods).collect())
         }
+    }
+
+    /// What the model sees of it: the pod changes it makes, all in one observation.
+    pub fn events(&self) -> Result<Vec<PodEvent>, Unjudged> {
+        let mut out = Vec::new();
+        for step in &self.0 {
+            match step {
+                StepKind::Pods(p) => out.push(pod_event(p)?),
+                StepKind::Controller(ControllerStep { when: None, .. }) => {}
+                other => return Err(Unjudged::Unmodelled(other.keyword())),
+            }
+        }
+        Ok(out)
     }
 }
 
-/// One pod action.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Action {
-    /// PodClique name.
-    pub clique: String,
-    /// Pod index.
-    pub index: u32,
-    /// What happens.
-    pub act: Act,
+/// Why a scenario's rounds cannot be judged by the spec model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unjudged {
+    /// A step the model does not judge in a scenario.
+    #[error("the spec model does not judge a `{0}` step in a scenario")]
+    Unmodelled(&'static str),
+    /// A pod step on a pod the model holds no active pod for.
+    #[error("round {round}: {source}")]
+    NoActivePod {
+        round: usize,
+        source: crate::model::NoActivePod,
+    },
+    /// The allowed states disagree before a round, so its expectations cannot be built.
+    #[error("round {0}: the states the model allows before it disagree")]
+    Diverged(usize),
 }
 
-/// One step of a scenario.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Step {
-    /// Pod actions; `together`: applied while the implementation is paused, so that it sees
-    /// them in one observation.
-    Batch {
-        /// The actions.
-        actions: Vec<Action>,
-        /// Seen together (paused) rather than one by one.
-        together: bool,
-    },
-    /// The implementation is killed and restarted while quiet (O3: nothing may change).
-    Crash,
+fn controller(action: ControllerAction) -> StepKind {
+    StepKind::Controller(ControllerStep { action, when: None })
+}
+
+/// What the model sees of a pod step on one pod.
+fn pod_event(p: &PodStep) -> Result<PodEvent, Unjudged> {
+    let PodSelector::Pod { clique, index } = &p.selector else {
+        return Err(Unjudged::Unmodelled("pod step on more than one pod"));
+    };
+    let change = match p.action {
+        PodAction::Exit(c) => PodChange::Exit(c),
+        PodAction::Evict
+        | PodAction::Preempt
+        | PodAction::Delete
+        | PodAction::ForceDelete
+        | PodAction::LoseNode(_) => PodChange::Removed,
+        PodAction::Unready | PodAction::Ready => {
+            return Err(Unjudged::Unmodelled(p.action.keyword()));
+        }
+    };
+    Ok(PodEvent {
+        clique: clique.clone(),
+        index: *index,
+        change,
+    })
+}
+
+/// A pod step on pod `index` of PodClique `clique`.
+pub fn on_pod(clique: &str, index: u32, action: PodAction, terminal_phase: bool) -> PodStep {
+    PodStep {
+        selector: PodSelector::Pod {
+            clique: clique.to_owned(),
+            index,
+        },
+        action,
+        without_terminal_phase: !terminal_phase,
+        // A node is lost while the pod is the only one on it (see `steps`).
+        alone: matches!(action, PodAction::LoseNode(_)),
+        if_present: false,
+    }
 }
 
 /// What a scenario checks.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Body {
-    /// A valid shape and steps on it.
-    Steps(Vec<Step>),
+    /// A valid shape and rounds on it.
+    Rounds(Vec<Round>),
     /// An invalid shape: its creation must be rejected naming `field` (clause `clause`).
     Rejected {
         /// The V clause.
@@ -90,7 +172,7 @@ pub enum Body {
 }
 
 /// A generated scenario.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
     /// The seed it came from.
     pub seed: u64,
@@ -136,10 +218,10 @@ pub fn scenario(seed: u64, index: u32, size: u32) -> Scenario {
                     shrink_path: Vec::new(),
                 };
             }
-            None => Body::Steps(steps(&mut rng, &shape, size)),
+            None => Body::Rounds(rounds(&mut rng, &shape, size)),
         }
     } else {
-        Body::Steps(steps(&mut rng, &shape, size))
+        Body::Rounds(rounds(&mut rng, &shape, size))
     };
     Scenario {
         seed,
@@ -338,10 +420,10 @@ fn invalid(rng: &mut Rng, shape: &Shape) -> Option<(Shape, &'static str, String)
     None
 }
 
-/// Steps on `shape`, each drawn from the pods the model says are active in every allowed
+/// Rounds on `shape`, each drawn from the pods the model says are active in every allowed
 /// state, until the job is terminal, the states the spec allows diverge, or the size's
 /// length is reached.
-fn steps(rng: &mut Rng, shape: &Shape, size: u32) -> Vec<Step> {
+fn rounds(rng: &mut Rng, shape: &Shape, size: u32) -> Vec<Round> {
     let model = Model::new(shape.clone());
     let mut worlds = BTreeSet::from([model.initial()]);
     let mut out = Vec::new();
@@ -368,7 +450,7 @@ fn steps(rng: &mut Rng, shape: &Shape, size: u32) -> Vec<Step> {
             break;
         }
         if rng.chance(1, 10) {
-            out.push(Step::Crash);
+            out.push(Round::crash());
             continue;
         }
         let together = rng.chance(1, 4);
@@ -392,26 +474,24 @@ fn steps(rng: &mut Rng, shape: &Shape, size: u32) -> Vec<Step> {
         let together = chosen.len() > 1;
         for (clique, index) in chosen {
             let may_lose_node = !together && !lost_node && !pods_moved;
-            let act = draw_act(rng, shape, may_lose_node);
-            lost_node |= matches!(act, Act::LoseNode { .. });
+            let step = draw_act(rng, shape, &clique, index, may_lose_node);
+            lost_node |= matches!(step.action, PodAction::LoseNode(_));
             if !state.cliques[&clique].aware {
-                match act {
-                    Act::Exit(_) => {
+                match step.action {
+                    PodAction::Exit(_) => {
                         spent.insert((clique.clone(), index));
                     }
                     _ => pods_moved = true,
                 }
             }
-            actions.push(Action { clique, index, act });
+            actions.push(step);
         }
-        let events: Vec<PodEvent> = actions
-            .iter()
-            .map(|a| PodEvent {
-                clique: a.clique.clone(),
-                index: a.index,
-                change: a.act.change(),
-            })
-            .collect();
+        let round = if together {
+            Round::together(actions)
+        } else {
+            Round::alone(actions.remove(0))
+        };
+        let events = round.events().expect("generated rounds are modelled");
         worlds = model
             .apply(&worlds, &events)
             .expect("actions address active pods");
@@ -421,7 +501,7 @@ fn steps(rng: &mut Rng, shape: &Shape, size: u32) -> Vec<Step> {
         {
             pods_moved = true;
         }
-        out.push(Step::Batch { actions, together });
+        out.push(round);
         if state_of_all(&worlds).len() > 1 {
             // The allowed states differ: what follows would depend on which one holds.
             break;
@@ -430,23 +510,35 @@ fn steps(rng: &mut Rng, shape: &Shape, size: u32) -> Vec<Step> {
     out
 }
 
-fn draw_act(rng: &mut Rng, shape: &Shape, may_lose_node: bool) -> Act {
+fn draw_act(
+    rng: &mut Rng,
+    shape: &Shape,
+    clique: &str,
+    index: u32,
+    may_lose_node: bool,
+) -> PodStep {
     loop {
         let terminal_phase = rng.chance(1, 2);
-        return match rng.range(0, 11) {
-            0..=3 => Act::Exit(0),
-            4..=6 => Act::Exit(rng.range(1, 3) as i32),
-            7 => Act::Evict { terminal_phase },
-            8 => Act::Preempt { terminal_phase },
-            9 => Act::Delete { terminal_phase },
-            10 => Act::ForceDelete,
+        let (action, terminal_phase) = match rng.range(0, 11) {
+            0..=3 => (PodAction::Exit(0), true),
+            4..=6 => (PodAction::Exit(rng.range(1, 3) as i32), true),
+            7 => (PodAction::Evict, terminal_phase),
+            8 => (PodAction::Preempt, terminal_phase),
+            9 => (PodAction::Delete, terminal_phase),
+            10 => (PodAction::ForceDelete, true),
             // One node loss a scenario, seen alone, while every pod is on a node of its own
             // and at least one other node is left for what gets created after it.
-            _ if may_lose_node && (2..=7).contains(&shape.total_pods()) => Act::LoseNode {
-                fail_first: rng.chance(1, 2),
-            },
+            _ if may_lose_node && (2..=7).contains(&shape.total_pods()) => {
+                let mode = if rng.chance(1, 2) {
+                    NodeLoss::FailFirst
+                } else {
+                    NodeLoss::Vanish
+                };
+                (PodAction::LoseNode(mode), true)
+            }
             _ => continue,
         };
+        return on_pod(clique, index, action, terminal_phase);
     }
 }
 
@@ -484,22 +576,17 @@ fn scope_of(model: &Model, clique: &str) -> (u32, Option<String>) {
     (i, group.map(|(g, _)| g))
 }
 
-/// The states the model allows after each step (the first: after creation).
-pub fn predictions(shape: &Shape, steps: &[Step]) -> Result<Vec<BTreeSet<World>>, String> {
+/// The states the model allows after each round (the first: after creation).
+pub fn predictions(shape: &Shape, rounds: &[Round]) -> Result<Vec<BTreeSet<World>>, Unjudged> {
     let model = Model::new(shape.clone());
     let mut worlds = BTreeSet::from([model.initial()]);
     let mut out = vec![worlds.clone()];
-    for step in steps {
-        if let Step::Batch { actions, .. } = step {
-            let events: Vec<PodEvent> = actions
-                .iter()
-                .map(|a| PodEvent {
-                    clique: a.clique.clone(),
-                    index: a.index,
-                    change: a.act.change(),
-                })
-                .collect();
-            worlds = model.apply(&worlds, &events)?;
+    for (k, round) in rounds.iter().enumerate() {
+        let events = round.events()?;
+        if !events.is_empty() {
+            worlds = model
+                .apply(&worlds, &events)
+                .map_err(|source| Unjudged::NoActivePod { round: k, source })?;
         }
         out.push(worlds.clone());
     }

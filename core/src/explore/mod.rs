@@ -1,8 +1,11 @@
-//! Generated scenarios judged by the spec model ([`crate::model`]): shapes and pod actions
-//! drawn from one seed ([`rng`], [`generate`]), written as an ordinary case and fixture with
-//! the model's predictions as the expectations ([`render`]), and made smaller when one fails
-//! ([`shrink`]).
+//! Generated scenarios judged by the spec model ([`crate::model`]): shapes, and rounds of
+//! steps of the case language, drawn from one seed ([`rng`], [`generate`]), built into an
+//! ordinary [`Case`](crate::catalog::Case) and fixture with the model's predictions as the
+//! expectations (`expect`) and written by the catalog's one writer ([`render`], `fixture`),
+//! and made smaller when one fails ([`shrink`]).
 
+mod expect;
+mod fixture;
 pub mod generate;
 pub mod render;
 pub mod rng;
@@ -11,4 +14,4 @@ pub mod shrink;
 #[cfg(test)]
 mod tests;
 
-pub use generate::{Act, Action, Body, Scenario, Step, scenario};
+pub use generate::{Body, Round, Scenario, Unjudged, on_pod, scenario};

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use super::generate::{Body, Scenario, Step, predictions, settled};
+use super::generate::{Body, Scenario, predictions, settled};
 use crate::model::{Completion, Shape, admit};
 
 /// The valid smaller variants of `s`, each with its change appended to `shrink_path`.
@@ -25,7 +25,7 @@ pub fn candidates(s: &Scenario) -> Vec<Scenario> {
             out.push(c);
         }
     };
-    if let Body::Steps(steps) = &s.body {
+    if let Body::Rounds(steps) = &s.body {
         // Fewer steps: the tail first, then each step alone.
         for k in (0..steps.len()).rev() {
             let mut v = steps.clone();
@@ -33,7 +33,7 @@ pub fn candidates(s: &Scenario) -> Vec<Scenario> {
             if k + 1 == steps.len() || k == 0 {
                 push(
                     s.shape.clone(),
-                    Body::Steps(v),
+                    Body::Rounds(v),
                     format!("steps after {k} dropped"),
                 );
             }
@@ -41,24 +41,22 @@ pub fn candidates(s: &Scenario) -> Vec<Scenario> {
         for k in 0..steps.len() {
             let mut v = steps.clone();
             v.remove(k);
-            push(s.shape.clone(), Body::Steps(v), format!("step {k} dropped"));
+            push(
+                s.shape.clone(),
+                Body::Rounds(v),
+                format!("step {k} dropped"),
+            );
         }
         // Fewer actions in a batch; a batch seen one action at a time.
-        for (k, step) in steps.iter().enumerate() {
-            if let Step::Batch { actions, together } = step
-                && actions.len() > 1
-            {
-                for a in 0..actions.len() {
+        for (k, round) in steps.iter().enumerate() {
+            let n = round.pods().count();
+            if n > 1 {
+                for a in 0..n {
                     let mut v = steps.clone();
-                    let mut acts = actions.clone();
-                    acts.remove(a);
-                    v[k] = Step::Batch {
-                        together: *together && acts.len() > 1,
-                        actions: acts,
-                    };
+                    v[k] = round.without_pod(a);
                     push(
                         s.shape.clone(),
-                        Body::Steps(v),
+                        Body::Rounds(v),
                         format!("action {a} of step {k} dropped"),
                     );
                 }
@@ -155,7 +153,7 @@ fn revalidated(c: Scenario, orig: &Scenario) -> Option<Scenario> {
                 ..c.clone()
             })
         }
-        (Body::Steps(steps), Body::Steps(_)) => {
+        (Body::Rounds(steps), Body::Rounds(_)) => {
             if !admit(&c.shape).is_empty() || c.shape.children().is_empty() {
                 return None;
             }

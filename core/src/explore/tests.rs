@@ -4,9 +4,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::generate::{Body, Step, predictions, scenario};
+use super::generate::{Body, predictions, scenario};
 use super::{render, shrink};
-use crate::catalog::{parse_case_with_fixtures, parse_fixture};
+use crate::catalog::{PodAction, Pos, parse_case_with_fixtures, parse_fixture, write_case};
 use crate::model::admit;
 
 #[test]
@@ -28,7 +28,7 @@ fn generated_shapes_are_admitted_or_due_exactly_their_rejection() {
             let s = scenario(size as u64 * 1000, i, size);
             let due = admit(&s.shape);
             match &s.body {
-                Body::Steps(steps) => {
+                Body::Rounds(steps) => {
                     valid += 1;
                     assert!(due.is_empty(), "{s:?}: {due:?}");
                     let pods = s.shape.total_pods();
@@ -61,22 +61,26 @@ fn generated_shapes_are_admitted_or_due_exactly_their_rejection() {
 fn every_step_kind_is_generated() {
     let mut seen = BTreeSet::new();
     for i in 0..400 {
-        if let Body::Steps(steps) = scenario(3, i, 3).body {
-            for s in steps {
-                match s {
-                    Step::Crash => seen.insert("crash".to_owned()),
-                    Step::Batch { actions, together } => {
-                        if together {
-                            seen.insert("together".to_owned());
-                        }
-                        for a in actions {
-                            seen.insert(
-                                format!("{:?}", a.act).split(' ').next().unwrap().to_owned(),
-                            );
-                        }
-                        true
+        if let Body::Rounds(rounds) = scenario(3, i, 3).body {
+            for r in rounds {
+                if r.crashes() {
+                    seen.insert("crash".to_owned());
+                }
+                if r.paused() {
+                    seen.insert("together".to_owned());
+                }
+                for p in r.pods() {
+                    seen.insert(
+                        format!("{:?}", p.action)
+                            .split('(')
+                            .next()
+                            .unwrap()
+                            .to_owned(),
+                    );
+                    if p.action == PodAction::Exit(0) {
+                        seen.insert("Exit(0)".to_owned());
                     }
-                };
+                }
             }
         }
     }
@@ -126,7 +130,7 @@ fn shrink_candidates_are_smaller_valid_scenarios() {
             assert!(c.name().ends_with("-shrunk"));
             render::case(&c).unwrap();
             match (&c.body, &s.body) {
-                (Body::Steps(a), Body::Steps(b)) => {
+                (Body::Rounds(a), Body::Rounds(b)) => {
                     assert!(admit(&c.shape).is_empty());
                     let smaller_shape =
                         c.shape.total_pods() < s.shape.total_pods() || c.shape != s.shape;
@@ -139,4 +143,34 @@ fn shrink_candidates_are_smaller_valid_scenarios() {
             }
         }
     }
+}
+
+/// A scenario's case, built as a value, is exactly what its file says: the generator and a
+/// hand-written case meet in the case language, with nothing only one of them can say.
+#[test]
+fn a_built_scenario_reads_back_as_the_case_it_was_built_as() {
+    let mut rounds = 0;
+    for size in [1, 3, 5] {
+        for i in 0..80 {
+            let s = scenario(13, i, size);
+            let name = s.name();
+            let built = render::build(&s, &name).unwrap();
+            let text = write_case(&built);
+            let known = BTreeSet::from([name.clone()]);
+            let mut again =
+                parse_case_with_fixtures(Path::new(&format!("{name}.yaml")), &text, &known)
+                    .unwrap_or_else(|d| panic!("{text}\n{d:?}"));
+            for step in &mut again.steps {
+                step.pos = Pos::default();
+            }
+            if matches!(s.body, Body::Rounds(_)) {
+                assert!(!again.terms.is_empty(), "{text}");
+            }
+            again.terms.clear();
+            again.features.clear();
+            assert_eq!(again, built, "{text}");
+            rounds += usize::from(matches!(s.body, Body::Rounds(_)));
+        }
+    }
+    assert!(rounds > 100, "{rounds}");
 }

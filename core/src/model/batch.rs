@@ -73,6 +73,15 @@ enum Lagging {
     Set,
 }
 
+/// A pod event that addresses no active pod of a world (its PodClique is gone, or the pod
+/// has ended).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no active pod {clique}/{index}")]
+pub struct NoActivePod {
+    pub clique: String,
+    pub index: u32,
+}
+
 impl Model {
     /// The states allowed after `events` hit every world of `before` together (in one
     /// observation of the kubelet; the implementation may still see their consequences on
@@ -82,7 +91,7 @@ impl Model {
         &self,
         before: &BTreeSet<World>,
         events: &[PodEvent],
-    ) -> Result<BTreeSet<World>, String> {
+    ) -> Result<BTreeSet<World>, NoActivePod> {
         let mut out = BTreeSet::new();
         for w in before {
             out.extend(self.apply_one(w, events)?);
@@ -90,16 +99,17 @@ impl Model {
         Ok(out)
     }
 
-    fn apply_one(&self, before: &World, events: &[PodEvent]) -> Result<Vec<World>, String> {
+    fn apply_one(&self, before: &World, events: &[PodEvent]) -> Result<Vec<World>, NoActivePod> {
         let mut w = before.clone();
         let mut touched: BTreeSet<String> = BTreeSet::new();
         for e in events {
-            let clique = w
-                .cliques
-                .get_mut(&e.clique)
-                .ok_or_else(|| format!("no PodClique {}", e.clique))?;
+            let no_pod = || NoActivePod {
+                clique: e.clique.clone(),
+                index: e.index,
+            };
+            let clique = w.cliques.get_mut(&e.clique).ok_or_else(no_pod)?;
             if clique.pods.get(&e.index) != Some(&PodState::Active) {
-                return Err(format!("no active pod {}/{}", e.clique, e.index));
+                return Err(no_pod());
             }
             if !clique.aware {
                 // B4: a regular clique's container restarts (restartPolicy Always) or its

@@ -20,7 +20,7 @@ pub mod world;
 mod tests;
 
 pub use admission::{Rejection, admit};
-pub use batch::ordered_partitions;
+pub use batch::{NoActivePod, ordered_partitions};
 pub use shape::{Child, Clique, Completion, Group, RestartPolicy, Shape};
 pub use world::{
     CliqueState, Cond, EventReason, GroupState, Model, ObjectKind, PodChange, PodEvent, PodState,

@@ -5,6 +5,7 @@
 mod conditions;
 mod context;
 mod error;
+mod events;
 mod pcs;
 mod pcsg;
 mod podclique;

@@ -12,8 +12,9 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::conditions::{self, Desired};
-use super::context::{Context, Events, controller_of, owned_by};
+use super::context::{Context, controller_of, owned_by};
 use super::error::Error;
+use super::events::Events;
 use super::scope::{self, Existing, Plan, STALE_RETRY, Scope, Slot};
 use crate::api::{
     PodClique, PodCliqueScalingGroup, PodCliqueScalingGroupStatus, PodCliqueSet, RunPolicy,

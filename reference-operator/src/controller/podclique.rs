@@ -17,8 +17,9 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::conditions::{self, Desired};
-use super::context::{Context, Events, GonePods, Guard, LivePodClique, controller_of, label};
+use super::context::{Context, GonePods, Guard, LivePodClique, controller_of, label};
 use super::error::Error;
+use super::events::Events;
 use super::scope::{PARALLEL_REQUESTS, STALE_RETRY};
 use super::unanswered::Settled;
 use crate::api::{PodClique, PodCliqueStatus};

@@ -14,8 +14,9 @@ use kube::Resource;
 use kube::runtime::controller::Action;
 
 use super::conditions::{self, Desired};
-use super::context::{Context, Events, Guard, Kind, label};
+use super::context::{Context, Guard, Kind, label};
 use super::error::Error;
+use super::events::Events;
 use super::podclique::RESYNC;
 use crate::api::{PodClique, PodCliqueScalingGroup};
 use crate::names::{

@@ -6,10 +6,8 @@
 use serde_json::Value;
 
 use super::{Parser, join};
-use crate::catalog::model::{
-    ConditionExpectation, ConditionMatch, ConditionStatus, ConditionWrite,
-};
 use crate::catalog::yaml::{Node, NodeValue};
+use crate::catalog::{ConditionExpectation, ConditionMatch, ConditionStatus, ConditionWrite};
 use crate::vocab::{Category, Feature, Kind, Term};
 
 /// One entry of a `conditions:` mapping, as the caller keeps it.

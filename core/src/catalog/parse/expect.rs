@@ -5,11 +5,11 @@
 use serde_json::Value;
 
 use super::{Parser, join};
-use crate::catalog::model::{
+use crate::catalog::yaml::{Node, NodeValue};
+use crate::catalog::{
     ConditionExpectation, EventExpectation, Expectation, ObjectExpectation, ObjectState, PodCount,
     PodFilter, PodPhase, Subject,
 };
-use crate::catalog::yaml::{Node, NodeValue};
 use crate::vocab::{Category, Feature, Kind, Term};
 
 impl Parser<'_> {

@@ -13,6 +13,7 @@
 mod case;
 mod conditions;
 mod expect;
+mod implementation;
 mod steps;
 
 use std::collections::{BTreeSet, HashSet};
@@ -21,8 +22,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::diagnostic::Diagnostic;
-use super::model::{Case, Duration, ObjectRef, PodSelector, UidSubject};
 use super::yaml::{self, Node, NodeValue, Pos};
+use super::{Case, Duration, ObjectRef, PodSelector, UidSubject};
 use crate::vocab::{Category, Feature, Kind, Term};
 
 /// Parses one case file. Fixture references are checked only for being declared in the

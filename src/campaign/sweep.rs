@@ -32,8 +32,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 
 use crate::catalog::{
-    Case, ControllerAction, FaultStep, FaultStepAction, HoldFault, HoldRelease, RequestPin,
-    StepKind, Trigger,
+    Case, FaultStep, FaultStepAction, HoldFault, HoldRelease, RequestPin, SweptFault, Trigger,
 };
 use crate::proxy::RequestInfo;
 use crate::report::{Outcome, RunEvent, Verdict};
@@ -160,41 +159,17 @@ pub struct Sweep {
     pub duration: Duration,
 }
 
-/// Why a case cannot be swept with `pattern`, if it cannot: crashes of its own would fight a
-/// pinned one (pausing and resuming is fine: a paused implementation makes no request to
-/// pin), and faults of its own would be released with the sweep's hold.
+/// Why a case cannot be swept with `pattern`, if it cannot: the first of its steps that
+/// conflicts with the sweep's fault ([`StepKind::sweep_conflict`] says which do).
 pub fn unsweepable(case: &Case, pattern: Pattern) -> Option<String> {
-    if pattern != Pattern::Intermediate {
-        return case
-            .steps
-            .iter()
-            .any(|s| matches!(s.kind, StepKind::Fault(_)))
-            .then(|| {
-                "the case holds the implementation's view itself, and releasing one hold releases every hold".into()
-            });
-    }
-    let controls = || {
-        case.steps.iter().filter_map(|s| match &s.kind {
-            StepKind::Controller(c) => Some(c),
-            StepKind::Apply(_)
-            | StepKind::Update(_)
-            | StepKind::Delete(_)
-            | StepKind::Reject(_)
-            | StepKind::Pods(_)
-            | StepKind::Fault(_)
-            | StepKind::Refuse(_)
-            | StepKind::Remember(_)
-            | StepKind::Expect(_) => None,
-        })
+    let fault = match pattern {
+        Pattern::Intermediate => SweptFault::Crash,
+        Pattern::Stale | Pattern::Unobserved => SweptFault::Hold,
     };
-    if controls().any(|c| c.action == ControllerAction::Crash) {
-        return Some("the case crashes the implementation itself".into());
-    }
-    // The proxy holds one set of fault rules: the case's own pin and the sweep's cannot
-    // both stand, so every point would go unreached.
-    controls()
-        .any(|c| matches!(c.when, Some(Trigger::Request(_))))
-        .then(|| "the case pins its own requests, and the API proxy holds one pin at a time".into())
+    case.steps
+        .iter()
+        .find_map(|s| s.kind.sweep_conflict(fault))
+        .map(str::to_owned)
 }
 
 /// The pin that crashes at write `k` (1-based) of `writes`: its verb, resource, subresource
@@ -425,6 +400,7 @@ pub fn summary(sweeps: &[Sweep]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::{ControllerAction, StepKind};
     use crate::cluster::TargetHandles;
     use crate::implementation::ImplementationSpec;
     use crate::kubelets::PodDriver;

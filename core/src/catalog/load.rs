@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::clauses::{CLAUSES, Profile};
 use super::diagnostic::Diagnostic;
-use super::model::{Addressee, Apply, Case, ObjectRef, Request, StepKind};
+use super::model::{Addressee, Apply, Case, ObjectRef, StepKind};
 use super::parse::parse_case_with_fixtures;
 use super::patch::merge_patch;
 use super::yaml::{self, Node, Pos};
@@ -530,24 +530,8 @@ impl Catalog {
             }
         }
         for step in &case.steps {
-            let apply = match &step.kind {
-                StepKind::Apply(a)
-                | StepKind::Reject(super::model::Reject {
-                    request: Request::Apply(a),
-                    ..
-                }) => a,
-                StepKind::Reject(super::model::Reject {
-                    request: Request::Update(_),
-                    ..
-                })
-                | StepKind::Update(_)
-                | StepKind::Delete(_)
-                | StepKind::Pods(_)
-                | StepKind::Controller(_)
-                | StepKind::Fault(_)
-                | StepKind::Refuse(_)
-                | StepKind::Remember(_)
-                | StepKind::Expect(_) => continue,
+            let Some(apply) = step.kind.sent_manifest() else {
+                continue;
             };
             if let Err(e) = self.manifest(apply, &vocab) {
                 return Applicability::NotApplicable(e.to_string());

@@ -19,6 +19,7 @@ mod load;
 mod model;
 mod parse;
 mod patch;
+mod step_effects;
 mod step_kinds;
 mod write;
 mod yaml;
@@ -34,6 +35,7 @@ pub use load::{
 pub use model::*;
 pub use parse::{parse_case, parse_case_with_fixtures};
 pub use patch::merge_patch;
+pub use step_effects::SweptFault;
 pub use step_kinds::{Needs, STEP_KINDS, StepDefinition, step_definition, steps_table};
 pub use write::{write_case, write_step, write_yaml};
 pub use yaml::Pos;

@@ -214,6 +214,20 @@ pub enum Subresource {
     Scale,
 }
 
+impl Subresource {
+    /// Every subresource, the default (`main`) first.
+    pub const ALL: [Subresource; 3] = [Subresource::Main, Subresource::Status, Subresource::Scale];
+
+    /// The word a case writes it with.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Subresource::Main => "main",
+            Subresource::Status => "status",
+            Subresource::Scale => "scale",
+        }
+    }
+}
+
 /// A condition status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ConditionStatus {
@@ -444,6 +458,24 @@ pub enum HoldRelease {
     Coalesce,
     /// Nothing: the watches end with `410 Gone` and the implementation lists again.
     Relist,
+}
+
+impl HoldRelease {
+    /// Every release, the default (`deliver`) first.
+    pub const ALL: [HoldRelease; 3] = [
+        HoldRelease::Deliver,
+        HoldRelease::Coalesce,
+        HoldRelease::Relist,
+    ];
+
+    /// The word a case writes it with.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            HoldRelease::Deliver => "deliver",
+            HoldRelease::Coalesce => "coalesce",
+            HoldRelease::Relist => "relist",
+        }
+    }
 }
 
 /// A `refuse` step: from now on the apiserver refuses one kind of write in the case's

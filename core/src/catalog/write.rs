@@ -127,10 +127,8 @@ fn object_ref(m: &mut Flow, o: &ObjectRef) {
 fn update(u: &Update) -> String {
     let mut m = Flow::default();
     addressee(&mut m, &u.target);
-    match u.subresource {
-        Subresource::Main => {}
-        Subresource::Status => m.raw("subresource", "status".to_owned()),
-        Subresource::Scale => m.raw("subresource", "scale".to_owned()),
+    if u.subresource != Subresource::Main {
+        m.raw("subresource", u.subresource.keyword().to_owned());
     }
     if let Some(p) = &u.patch {
         m.raw("patch", json(p));
@@ -224,10 +222,8 @@ fn fault(f: &FaultStep) -> String {
             if h.stale_reads {
                 m.raw("reads", "stale".to_owned());
             }
-            match h.release {
-                HoldRelease::Deliver => {}
-                HoldRelease::Coalesce => m.raw("release", "coalesce".to_owned()),
-                HoldRelease::Relist => m.raw("release", "relist".to_owned()),
+            if h.release != HoldRelease::Deliver {
+                m.raw("release", h.release.keyword().to_owned());
             }
             if let Some(t) = &h.until {
                 m.raw("until", trigger(t));

@@ -5,13 +5,9 @@
 use serde_json::Value;
 
 use super::lifecycle::RunContext;
-use crate::catalog::{
-    Addressee, Case, Catalog, ControllerAction, PodAction, Request, StepKind, Subresource, Update,
-    merge_patch,
-};
+use crate::catalog::{Case, Catalog, ControllerAction, PodAction, StepKind, merge_patch};
 use crate::implementation::ImplementationSpec;
 use crate::kubelets::PodDriver;
-use crate::vocab::Kind;
 
 /// Cases creating at least this many pods run alone: on a small machine they would starve
 /// the cases beside them (and be starved), turning timing into flakiness.
@@ -61,23 +57,14 @@ pub(super) fn case_pods(case: &Case, catalog: &Catalog) -> u64 {
         .iter()
         .filter_map(|f| catalog.fixture(f))
         .map(|fx| fixture_pods(&fx.manifest));
-    let applied = case.steps.iter().filter_map(|s| match &s.kind {
-        StepKind::Apply(a) => catalog.fixture(&a.fixture).map(|fx| {
-            let mut manifest = fx.manifest.clone();
-            if let Some(patch) = &a.patch {
-                merge_patch(&mut manifest, patch);
-            }
-            fixture_pods(&manifest)
-        }),
-        StepKind::Update(_)
-        | StepKind::Delete(_)
-        | StepKind::Reject(_)
-        | StepKind::Pods(_)
-        | StepKind::Controller(_)
-        | StepKind::Fault(_)
-        | StepKind::Refuse(_)
-        | StepKind::Remember(_)
-        | StepKind::Expect(_) => None,
+    let applied = case.steps.iter().filter_map(|s| {
+        let a = s.kind.created_fixture()?;
+        let fx = catalog.fixture(&a.fixture)?;
+        let mut manifest = fx.manifest.clone();
+        if let Some(patch) = &a.patch {
+            merge_patch(&mut manifest, patch);
+        }
+        Some(fixture_pods(&manifest))
     });
     declared.chain(applied).max().unwrap_or(0)
 }
@@ -162,7 +149,7 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
     let mut paused = false;
     for step in &case.steps {
         if paused
-            && let Some(resource) = written_resource(&step.kind)
+            && let Some(resource) = step.kind.written_resource()
             && fail_closed.iter().any(|r| r == resource)
         {
             return Some(format!(
@@ -196,30 +183,6 @@ pub fn skip_reason(case: &Case, ctx: &RunContext) -> Option<String> {
         }
     }
     None
-}
-
-/// The resource (plural, main resource only) a step writes through the API, if any.
-fn written_resource(step: &StepKind) -> Option<&'static str> {
-    let of_target = |target: &Addressee| match target {
-        Addressee::Object(o) => o.kind.plural(),
-        Addressee::Fixture(_) => Kind::PodCliqueSet.plural(),
-    };
-    let of_update = |u: &Update| (u.subresource == Subresource::Main).then(|| of_target(&u.target));
-    match step {
-        StepKind::Apply(_) => Some(Kind::PodCliqueSet.plural()),
-        StepKind::Update(u) => of_update(u),
-        StepKind::Delete(d) => Some(of_target(&d.target)),
-        StepKind::Reject(r) => match &r.request {
-            Request::Apply(_) => Some(Kind::PodCliqueSet.plural()),
-            Request::Update(u) => of_update(u),
-        },
-        StepKind::Pods(_)
-        | StepKind::Controller(_)
-        | StepKind::Fault(_)
-        | StepKind::Refuse(_)
-        | StepKind::Remember(_)
-        | StepKind::Expect(_) => None,
-    }
 }
 
 #[cfg(test)]

@@ -8,10 +8,7 @@ use std::time::Duration;
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::lifecycle::RunContext;
-use crate::catalog::{
-    Addressee, Case, ControllerAction, FaultStepAction, RefuseStep, RequestPin, StepKind,
-    UidSubject,
-};
+use crate::catalog::{Case, ControllerAction, RequestPin, StepKind, UidSubject};
 use crate::implementation::Instance;
 use crate::proxy::ApiProxy;
 use crate::report::{Failure, RunEvent, TimeSplit};
@@ -85,7 +82,7 @@ pub(super) async fn execute(ctx: &mut CaseRun<'_>) -> Result<(), StepError> {
         let _ = ctx.run.events.send(RunEvent::StepStarted {
             case: ctx.case.name.clone(),
             index,
-            description: describe(&step.kind),
+            description: step.kind.describe(),
         });
         let at = format!(
             "step {} ({}, line {})",
@@ -130,46 +127,6 @@ pub(super) async fn execute(ctx: &mut CaseRun<'_>) -> Result<(), StepError> {
         }
     }
     Ok(())
-}
-
-fn describe(kind: &StepKind) -> String {
-    match kind {
-        StepKind::Apply(a) => format!("apply {}", a.fixture),
-        StepKind::Update(u) => format!("update {}", target_name(&u.target)),
-        StepKind::Delete(d) => format!("{} {}", kind.keyword(), target_name(&d.target)),
-        StepKind::Reject(_) => "reject".into(),
-        StepKind::Pods(p) => {
-            let notes: Vec<&str> = [
-                (p.without_terminal_phase, "no terminal phase"),
-                (p.if_present, "if present"),
-            ]
-            .into_iter()
-            .filter_map(|(on, note)| on.then_some(note))
-            .collect();
-            let mut line = format!("{} {}", p.action.keyword(), p.selector);
-            if !notes.is_empty() {
-                line.push_str(&format!(" ({})", notes.join(", ")));
-            }
-            line
-        }
-        StepKind::Controller(c) => format!("controller {:?}", c.action).to_lowercase(),
-        StepKind::Fault(f) => match &f.action {
-            FaultStepAction::Hold(h) => format!("fault hold {}", h.kind),
-            FaultStepAction::Relist(k) => format!("fault relist {k}"),
-            FaultStepAction::Release => "fault release".into(),
-        },
-        StepKind::Refuse(RefuseStep::Start(r)) => format!("refuse {r}"),
-        StepKind::Refuse(RefuseStep::Lift) => "refuse lift".into(),
-        StepKind::Remember(r) => format!("remember {}", r.label),
-        StepKind::Expect(_) => "expect".into(),
-    }
-}
-
-pub(super) fn target_name(target: &Addressee) -> String {
-    match target {
-        Addressee::Object(o) => o.to_string(),
-        Addressee::Fixture(f) => format!("fixture {f}"),
-    }
 }
 
 impl CaseRun<'_> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::steps::{CaseRun, StepError, fail, target_name};
+use super::steps::{CaseRun, StepError, fail};
 use crate::catalog::{Addressee, Delete, Reject, Request, Subresource, Update, merge_patch};
 use crate::matcher;
 use crate::runner::observe::api_resource;
@@ -204,11 +204,7 @@ impl CaseRun<'_> {
             Ok(x) => x,
             Err(_) => {
                 return Err(kube::Error::Service(
-                    format!(
-                        "failed to prepare the update of {}",
-                        target_name(&update.target)
-                    )
-                    .into(),
+                    format!("failed to prepare the update of {}", update.target).into(),
                 ));
             }
         };
@@ -247,7 +243,7 @@ impl CaseRun<'_> {
         let written = self.send_update(update).await.map_err(|e| {
             fail(format!(
                 "failed to update {}: {}",
-                target_name(&update.target),
+                update.target,
                 api_error_text(&e)
             ))
         })?;

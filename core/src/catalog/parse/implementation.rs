@@ -159,21 +159,22 @@ impl Parser<'_> {
                 };
                 let release = match f.get("release") {
                     None => HoldRelease::Deliver,
-                    Some(n) => match self.string(n, &f.child("release"))?.as_str() {
-                        "deliver" => HoldRelease::Deliver,
-                        "coalesce" => HoldRelease::Coalesce,
-                        "relist" => HoldRelease::Relist,
-                        other => {
+                    Some(n) => {
+                        let word = self.string(n, &f.child("release"))?;
+                        let Some(release) =
+                            HoldRelease::ALL.into_iter().find(|r| r.keyword() == word)
+                        else {
                             self.error(
                                 n.pos,
                                 &f.child("release"),
                                 format!(
-                                    "unknown release `{other}` (expected deliver, coalesce or relist)"
+                                    "unknown release `{word}` (expected deliver, coalesce or relist)"
                                 ),
                             );
                             return None;
-                        }
-                    },
+                        };
+                        release
+                    }
                 };
                 let until = match f.get("until") {
                     Some(n) => Some(self.trigger(n, &f.child("until"))?),

@@ -120,19 +120,19 @@ impl Parser<'_> {
         let target = self.target(&f);
         let subresource = match f.get("subresource") {
             None => Some(Subresource::Main),
-            Some(n) => match self.string(n, &f.child("subresource")).as_deref() {
-                Some("status") => Some(Subresource::Status),
-                Some("scale") => Some(Subresource::Scale),
-                Some(other) => {
+            Some(n) => self.string(n, &f.child("subresource")).and_then(|word| {
+                let found = Subresource::ALL.into_iter().find(|s| s.keyword() == word);
+                if found.is_none() {
                     self.error(
                         n.pos,
                         &f.child("subresource"),
-                        format!("unknown subresource `{other}` (expected `status` or `scale`)"),
+                        format!(
+                            "unknown subresource `{word}` (expected `main`, `status` or `scale`)"
+                        ),
                     );
-                    None
                 }
-                None => None,
-            },
+                found
+            }),
         };
         let patch = f
             .get("patch")

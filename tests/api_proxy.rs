@@ -53,7 +53,7 @@ where
     let env = embedded::shared(Vec::new);
     let cluster: &'static EmbeddedCluster = match env.cluster() {
         Ok(c) => c,
-        Err(reason) => panic!("the embedded cluster did not start:\n{reason}"),
+        Err(reason) => panic!("the embedded cluster did not start:\n{reason:#}"),
     };
     let ns = format!("proxy-{name}");
     env.block_on(async move {

@@ -46,7 +46,7 @@ where
     let env = shared();
     let cluster = match env.cluster() {
         Ok(c) => c,
-        Err(reason) => panic!("the embedded cluster did not start:\n{reason}"),
+        Err(reason) => panic!("the embedded cluster did not start:\n{reason:#}"),
     };
     let client = cluster.client();
     let namespace = format!("cp-{name}");

@@ -80,7 +80,7 @@ where
     let env = shared();
     let cluster = env
         .cluster()
-        .unwrap_or_else(|reason| panic!("the embedded cluster did not start:\n{reason}"));
+        .unwrap_or_else(|reason| panic!("the embedded cluster did not start:\n{reason:#}"));
     let client = cluster.client();
     let ns = format!("ro-{name}");
     env.block_on(async move {

@@ -257,19 +257,32 @@ fn exit_codes_follow_the_documented_table() {
     assert_eq!(report::exit_code(&r), report::SUCCESS);
     r.cases.clear();
     assert_eq!(report::exit_code(&r), report::NO_CASES);
-    let codes = [
-        report::SUCCESS,
-        report::USAGE,
-        report::CASES_FAILED,
-        report::CASES_ERRORED,
-        report::INVALID_CATALOG,
-        report::SETUP_FAILED,
-        report::NO_CASES,
-    ];
-    let mut distinct = codes.to_vec();
-    distinct.sort_unstable();
-    distinct.dedup();
-    assert_eq!(distinct.len(), codes.len());
+    let mut codes: Vec<i32> = report::Exit::ALL.iter().map(|e| e.code()).collect();
+    codes.sort_unstable();
+    codes.dedup();
+    assert_eq!(
+        codes.len(),
+        report::Exit::ALL.len(),
+        "two ways to end share a code"
+    );
+}
+
+#[test]
+fn the_readme_and_the_book_give_the_table_of_exit_codes() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(
+        readme.contains(&report::exit_table()),
+        "the README's table of exit codes is not core/src/report/exit.rs's; it should read:\n{}",
+        report::exit_table()
+    );
+    let book = std::fs::read_to_string(root.join("docs/src/outputs.md")).unwrap();
+    let rows: Vec<i32> = book
+        .lines()
+        .filter_map(|l| l.strip_prefix("| ")?.split(" |").next()?.parse().ok())
+        .collect();
+    let codes: Vec<i32> = report::Exit::ALL.iter().map(|e| e.code()).collect();
+    assert_eq!(rows, codes, "docs/src/outputs.md's exit codes");
 }
 
 #[test]

@@ -222,11 +222,16 @@ impl fmt::Display for Shard {
     }
 }
 
-impl std::str::FromStr for Shard {
-    type Err = String;
+/// A shard written wrong: not `i/n` with `1 <= i <= n`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a shard: expected i/n with 1 <= i <= n (as in 2/4)")]
+pub struct BadShard(pub String);
 
-    fn from_str(s: &str) -> Result<Shard, String> {
-        let bad = || format!("`{s}` is not a shard: expected i/n with 1 <= i <= n (as in 2/4)");
+impl std::str::FromStr for Shard {
+    type Err = BadShard;
+
+    fn from_str(s: &str) -> Result<Shard, BadShard> {
+        let bad = || BadShard(s.to_owned());
         let (i, n) = s.split_once('/').ok_or_else(bad)?;
         let index: usize = i.trim().parse().map_err(|_| bad())?;
         let count: usize = n.trim().parse().map_err(|_| bad())?;
@@ -386,7 +391,7 @@ mod tests {
         assert_eq!("1/1".parse::<Shard>().unwrap().to_string(), "1/1");
         for bad in ["0/3", "4/3", "1/0", "3", "a/b", "", "1/2/3"] {
             let e = bad.parse::<Shard>().unwrap_err();
-            assert!(e.contains("expected i/n"), "{bad}: {e}");
+            assert!(e.to_string().contains("expected i/n"), "{bad}: {e}");
         }
     }
 

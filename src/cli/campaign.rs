@@ -5,14 +5,14 @@ use std::sync::Arc;
 
 use grove_conformance::catalog::{self, Applicability};
 use grove_conformance::cluster::TargetSpec;
-use grove_conformance::errors;
 use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::implementation::admission::{self, AdmissionOptions};
-use grove_conformance::report;
+use grove_conformance::report::{self, Exit};
 use grove_conformance::runner::RunSettings;
 use grove_conformance::schedule::Shard;
 use grove_conformance::vocab::{Revision, Vocabulary};
 
+use super::error::{CliError, CliResult};
 use super::{load, runtime};
 
 /// The implementation a sweep explores, when it is not the reference operator: the options
@@ -48,13 +48,10 @@ pub(crate) fn sweep(
     shard: Option<Shard>,
     durations: Option<&Path>,
     implementation: &SweepImplementation,
-) -> i32 {
+) -> CliResult {
     use grove_conformance::campaign::sweep;
     use grove_conformance::runner::case::RunContext;
-    let catalog = match load(root) {
-        Ok(c) => Arc::new(c),
-        Err(code) => return code,
-    };
+    let catalog = Arc::new(load(root)?);
     let cases: Vec<catalog::Case> = catalog
         .cases
         .iter()
@@ -66,16 +63,12 @@ pub(crate) fn sweep(
         .cloned()
         .collect();
     if cases.is_empty() {
-        eprintln!("error: the filter selected no case");
-        return report::NO_CASES;
+        return Err(CliError::new(Exit::NoCases, "the filter selected no case"));
     }
     let cases = match shard {
         None => cases,
         Some(s) => {
-            let durations = match super::shard::load_durations(durations, root) {
-                Ok(d) => d,
-                Err(code) => return code,
-            };
+            let durations = super::shard::load_durations(durations, root)?;
             // The sweep runs on the embedded cluster.
             let mine = super::shard::shard_cases(&cases, &catalog, &durations, s, false);
             if mine.is_empty() {
@@ -83,16 +76,13 @@ pub(crate) fn sweep(
                     "shard {s}: none of the {} selected case(s) falls in this shard; nothing to sweep",
                     cases.len()
                 );
-                return report::SUCCESS;
+                return Ok(report::SUCCESS);
             }
             mine
         }
     };
     let logs = out.join("logs");
-    if let Err(e) = std::fs::create_dir_all(&logs) {
-        eprintln!("error: failed to create {}: {e}", logs.display());
-        return report::SETUP_FAILED;
-    }
+    super::run::create_out_dir(&logs)?;
     // What cannot be swept is said before anything starts, and a sweep of nothing is no pass.
     let revision = implementation.revision;
     let cases: Vec<catalog::Case> = cases
@@ -111,38 +101,28 @@ pub(crate) fn sweep(
         })
         .collect();
     if cases.is_empty() {
-        eprintln!("error: none of the selected cases can be swept with this pattern and revision");
-        return report::NO_CASES;
+        return Err(CliError::new(
+            Exit::NoCases,
+            "none of the selected cases can be swept with this pattern and revision",
+        ));
     }
     // The implementation's own files are read and checked before anything starts.
-    let scratch = match super::run::scratch_dir() {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    let scratch = super::run::scratch_dir()?;
     let admission = AdmissionOptions {
         crds: implementation.implementation_crds.clone(),
         webhooks: implementation.implementation_webhooks.clone(),
         config_template: implementation.implementation_config.clone(),
     };
-    let prepared = match admission::prepare(&admission, scratch.path()) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {:#}", errors::chain(&e));
-            return report::USAGE;
-        }
-    };
+    let prepared = admission::prepare(&admission, scratch.path())
+        .map_err(|e| CliError::from_error(Exit::Usage, e))?;
     let spec = match &implementation.implementation_cmd {
         Some(template) => ImplementationSpec::Command {
             template: template.clone(),
             setup: super::run::setup_of(&prepared),
         },
-        None => match ImplementationSpec::reference_from_current_exe() {
-            Ok(i) => i,
-            Err(e) => {
-                eprintln!("error: failed to find the grove-conformance executable: {e}");
-                return report::SETUP_FAILED;
-            }
-        },
+        None => ImplementationSpec::reference_from_current_exe().map_err(|e| {
+            CliError::context(Exit::SetupFailed, "failed to locate this executable", e)
+        })?,
     };
     // One instance for every point: a fault or crash of one point must not meet another's.
     let jobs = if spec.per_case() {
@@ -166,20 +146,14 @@ pub(crate) fn sweep(
         durations: Default::default(),
     };
     runtime().block_on(async {
-        let target = match super::run::acquire_target(&TargetSpec::Embedded, true, &prepared).await
-        {
-            Ok(t) => t,
-            Err(code) => return code,
-        };
+        let target = super::run::acquire_target(&TargetSpec::Embedded, true, &prepared).await?;
         let handles = target.handles().clone();
         let (shared_proxy, shared_instance) =
-            match grove_conformance::runner::start_shared(&handles, &settings).await {
-                Ok(shared) => shared,
-                Err(e) => {
-                    eprintln!("error: failed to start the implementation: {e}");
-                    return report::SETUP_FAILED;
-                }
-            };
+            grove_conformance::runner::start_shared(&handles, &settings)
+                .await
+                .map_err(|e| {
+                    CliError::context(Exit::SetupFailed, "failed to start the implementation", e)
+                })?;
         let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
         let context = RunContext {
             shared_proxy,
@@ -233,46 +207,37 @@ pub(crate) fn sweep(
         println!("{summary}");
         let path = out.join("sweep.md");
         if let Err(e) = std::fs::write(&path, &summary) {
-            eprintln!("error: failed to write {}: {e}", path.display());
+            eprintln!("warning: failed to write {}: {e}", path.display());
         }
         let failed = sweeps.iter().any(|s| {
             s.baseline != report::Outcome::Pass
                 || s.points.iter().any(|p| !p.verdict().is_success())
         });
-        if failed {
+        Ok(if failed {
             report::CASES_FAILED
         } else {
             report::SUCCESS
-        }
+        })
     })
 }
 
-pub(crate) fn bench(runs: usize, out: &Path, run_args: &[std::ffi::OsString]) -> i32 {
+pub(crate) fn bench(runs: usize, out: &Path, run_args: &[std::ffi::OsString]) -> CliResult {
     use grove_conformance::campaign::bench;
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => {
-            eprintln!("error: failed to find the grove-conformance executable: {e}");
-            return report::SETUP_FAILED;
-        }
-    };
-    let done = match bench::run_repeatedly(&exe, runs, run_args, out, |run| {
+    let exe = super::current_exe()?;
+    let done = bench::run_repeatedly(&exe, runs, run_args, out, |run| {
         eprintln!("{}", bench::run_line(run))
-    }) {
-        Ok(done) => done,
-        Err(e) => {
-            eprintln!("error: {:#}", errors::chain(&e));
-            return report::SETUP_FAILED;
-        }
-    };
+    })
+    .map_err(|e| CliError::from_error(Exit::SetupFailed, e))?;
     let summary = bench::summary(&done);
     println!("{summary}");
     let path = out.join("bench.md");
     if let Err(e) = std::fs::write(&path, &summary) {
-        eprintln!("error: failed to write {}: {e}", path.display());
+        eprintln!("warning: failed to write {}: {e}", path.display());
     }
-    match done.iter().find(|r| r.exit_code != Some(report::SUCCESS)) {
-        None => report::SUCCESS,
-        Some(r) => r.exit_code.unwrap_or(report::CASES_ERRORED),
-    }
+    Ok(
+        match done.iter().find(|r| r.exit_code != Some(report::SUCCESS)) {
+            None => report::SUCCESS,
+            Some(r) => r.exit_code.unwrap_or(report::CASES_ERRORED),
+        },
+    )
 }

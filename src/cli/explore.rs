@@ -11,14 +11,14 @@ use std::time::Instant;
 use grove_conformance::campaign::explore as files;
 use grove_conformance::catalog;
 use grove_conformance::cluster::TargetHandles;
-use grove_conformance::errors;
 use grove_conformance::explore::{Scenario, scenario, shrink};
 use grove_conformance::implementation::admission;
-use grove_conformance::report::{self, Outcome};
+use grove_conformance::report::{self, Exit, Outcome};
 use grove_conformance::runner::{self, RunSettings};
 
 use grove_conformance::schedule::Durations;
 
+use super::error::{CliError, CliResult};
 use super::run::{self, RunArgs};
 use super::{reports, runtime, shard};
 
@@ -53,7 +53,7 @@ struct Shrunk {
 }
 
 /// `explore`; `Ok` is the exit code of the generated run, as `run`'s.
-pub(crate) fn explore(args: &ExploreArgs) -> Result<i32, i32> {
+pub(crate) fn explore(args: &ExploreArgs) -> CliResult {
     let r = &args.run;
     run::create_out_dir(&r.out)?;
     let scenarios: Vec<Scenario> = (0..args.runs)
@@ -103,7 +103,8 @@ pub(crate) fn explore(args: &ExploreArgs) -> Result<i32, i32> {
                 &settings,
                 run::progress_on_stderr(),
             )
-            .await?;
+            .await
+            .map_err(unrun)?;
             let explored = started.elapsed();
             let failed: Vec<&Scenario> = scenarios
                 .iter()
@@ -118,22 +119,18 @@ pub(crate) fn explore(args: &ExploreArgs) -> Result<i32, i32> {
             for s in failed {
                 shrunk.push(shrink_one(&handles, &settings, s, &r.out, !args.no_shrink).await?);
             }
-            Ok::<_, std::io::Error>((results, shrunk, explored))
+            Ok::<_, CliError>((results, shrunk, explored))
         };
         let outcome = tokio::select! {
             outcome = work => outcome,
             signal = run::interrupted() => {
                 eprintln!("\ninterrupted by {signal}: stopping and tearing the target down");
                 admission::remove_webhooks(&client, &prepared.webhooks).await;
-                return Err(report::INTERRUPTED);
+                return Err(CliError::said(Exit::Interrupted));
             }
         };
         admission::remove_webhooks(&client, &prepared.webhooks).await;
-        let (results, shrunk, explored) = outcome.map_err(|e| {
-            eprintln!("error: failed to run the scenarios: {e}");
-            target.mark_failed();
-            report::SETUP_FAILED
-        })?;
+        let (results, shrunk, explored) = outcome.inspect_err(|_| target.mark_failed())?;
         if report::exit_code(&results) != report::SUCCESS {
             target.mark_failed();
         }
@@ -182,11 +179,14 @@ pub(crate) fn explore(args: &ExploreArgs) -> Result<i32, i32> {
 fn build(
     root: &Path,
     scenarios: Vec<(Scenario, Option<String>)>,
-) -> Result<(catalog::Catalog, Vec<catalog::Case>), i32> {
-    files::catalog(root, &scenarios).map_err(|diagnostics| {
-        eprintln!("{}", catalog::render_diagnostics(&diagnostics));
-        report::INVALID_CATALOG
-    })
+) -> Result<(catalog::Catalog, Vec<catalog::Case>), CliError> {
+    files::catalog(root, &scenarios)
+        .map_err(|diagnostics| CliError::diagnostics(catalog::render_diagnostics(&diagnostics)))
+}
+
+/// The scenarios did not run.
+fn unrun(e: std::io::Error) -> CliError {
+    CliError::context(Exit::SetupFailed, "failed to run the scenarios", e)
 }
 
 /// Shrinks a failing scenario: each round runs every smaller variant at once and keeps the
@@ -197,7 +197,7 @@ async fn shrink_one(
     failing: &Scenario,
     out: &Path,
     shrink: bool,
-) -> std::io::Result<Shrunk> {
+) -> Result<Shrunk, CliError> {
     let mut current = failing.clone();
     let mut rounds = 0;
     let mut runs = 0;
@@ -212,14 +212,11 @@ async fn shrink_one(
             .enumerate()
             .map(|(k, c)| (c.clone(), Some(format!("{}-try{k}", failing.name()))))
             .collect();
-        let (catalog, cases) = files::catalog(out, &named).map_err(|d| {
-            std::io::Error::other(format!(
-                "a shrunk scenario is not a valid case:\n{}",
-                catalog::render_diagnostics(&d)
-            ))
-        })?;
+        let (catalog, cases) = build(out, named.clone())?;
         runs += cases.len();
-        let results = runner::run_cases(target, Arc::new(catalog), cases, settings, |_| {}).await?;
+        let results = runner::run_cases(target, Arc::new(catalog), cases, settings, |_| {})
+            .await
+            .map_err(unrun)?;
         let failed: BTreeSet<&str> = results
             .cases
             .iter()
@@ -241,11 +238,11 @@ async fn shrink_one(
         }
     }
     let file = files::write(out, &current).map_err(|e| {
-        std::io::Error::other(format!(
-            "failed to write the case of {}: {}",
-            current.name(),
-            errors::chain(&e)
-        ))
+        CliError::context(
+            Exit::SetupFailed,
+            format!("failed to write the case of {}", current.name()),
+            e,
+        )
     })?;
     Ok(Shrunk {
         original: failing.name(),

@@ -23,9 +23,18 @@ use std::time::Instant;
 
 use clap::Parser;
 use grove_conformance::host::in_cluster;
-use grove_conformance::report;
+use grove_conformance::report::Exit;
 
-use super::{Cli, Command, run};
+use super::error::{CliError, CliResult, finish};
+use super::run::{self, RunArgs};
+
+/// The `run` command line the environment makes (after the program and `run`).
+#[derive(Debug, Parser)]
+#[command(name = "grove-conformance run")]
+struct RunLine {
+    #[command(flatten)]
+    args: RunArgs,
+}
 
 /// Where the image keeps its catalog.
 pub(crate) const IMAGE_CATALOG: &str = "/catalog";
@@ -72,10 +81,10 @@ fn run_argv(env: &dyn Fn(&str) -> Option<String>, kubeconfig: &str, results: &st
     argv
 }
 
-pub(crate) fn in_cluster() -> i32 {
+pub(crate) fn in_cluster() -> CliResult {
     let started = Instant::now();
     let results = std::env::var("RESULTS_DIR").unwrap_or_else(|_| "/tmp/results".into());
-    let code = run_in_cluster(&results);
+    let code = finish(run_in_cluster(&results));
     // Everything is written: the `done` file names the results, as Sonobuoy's plugins say it.
     let junit = format!("{results}/junit_01.xml");
     if let Err(e) = std::fs::write(format!("{results}/done"), &junit) {
@@ -86,48 +95,36 @@ pub(crate) fn in_cluster() -> i32 {
         "Ginkgo ran 1 suite in {:.1}s (grove-conformance exited {code})",
         started.elapsed().as_secs_f64()
     );
-    code
+    Ok(code)
 }
 
-fn run_in_cluster(results: &str) -> i32 {
-    if let Err(e) = std::fs::create_dir_all(results) {
-        eprintln!("error: failed to create {results}: {e}");
-        return report::SETUP_FAILED;
-    }
-    let scratch = match tempfile::tempdir() {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: failed to create a temporary directory: {e}");
-            return report::SETUP_FAILED;
-        }
-    };
-    let kubeconfig = match in_cluster::write_kubeconfig(scratch.path()) {
-        Ok(k) => k,
-        Err(e) => {
-            eprintln!("error: in-cluster runs inside a pod: {e}");
-            return report::SETUP_FAILED;
-        }
-    };
+fn run_in_cluster(results: &str) -> CliResult {
+    std::fs::create_dir_all(results).map_err(|e| {
+        CliError::context(Exit::SetupFailed, format!("failed to create {results}"), e)
+    })?;
+    let scratch = run::scratch_dir()?;
+    let kubeconfig = in_cluster::write_kubeconfig(scratch.path())
+        .map_err(|e| CliError::context(Exit::SetupFailed, "in-cluster runs inside a pod", e))?;
     let argv = run_argv(
         &|k| std::env::var(k).ok(),
         &kubeconfig.to_string_lossy(),
         results,
     );
     println!("grove-conformance in-cluster: {}", argv[1..].join(" "));
-    let args = match Cli::try_parse_from(&argv) {
-        Ok(Cli {
-            command: Command::Run(args),
-        }) => args,
-        Ok(_) => unreachable!("the command line is `run`"),
+    let args = match RunLine::try_parse_from(run_line(&argv)) {
+        Ok(line) => line.args,
         Err(e) => {
-            eprintln!("error: E2E_EXTRA_ARGS or E2E_FOCUS/E2E_SKIP: {e}");
             // Hydrophone fetches both files whatever happened: say it there too.
             let _ = std::fs::write(PathBuf::from(results).join("e2e.log"), e.to_string());
             let _ = std::fs::write(
                 PathBuf::from(results).join("junit_01.xml"),
                 "<testsuites/>\n",
             );
-            return report::USAGE;
+            return Err(CliError::context(
+                Exit::Usage,
+                "E2E_EXTRA_ARGS or E2E_FOCUS/E2E_SKIP",
+                e,
+            ));
         }
     };
     // The runner reads the log for progress from the start: it says at once what will run.
@@ -143,7 +140,12 @@ fn run_in_cluster(results: &str) -> i32 {
             ),
         );
     }
-    run::run(&args).unwrap_or_else(|code| code)
+    run::run(&args)
+}
+
+/// The arguments of `run` in `argv` (`grove-conformance run ...`): the program, then the rest.
+fn run_line(argv: &[String]) -> impl Iterator<Item = &String> {
+    argv.iter().take(1).chain(argv.iter().skip(2))
 }
 
 #[cfg(test)]
@@ -188,7 +190,8 @@ mod tests {
                 "--revision=grove-pr-728",
             ]
         );
-        assert!(Cli::try_parse_from(&argv).is_ok());
+        assert_eq!(argv[1], "run");
+        assert!(RunLine::try_parse_from(run_line(&argv)).is_ok());
         let dry = |k: &str| (k == "E2E_DRYRUN").then(|| "true".to_string());
         assert!(run_argv(&dry, "/k", "/r").contains(&"--list".to_string()));
     }

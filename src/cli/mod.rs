@@ -19,6 +19,7 @@
 
 mod campaign;
 mod e2e_log;
+mod error;
 mod explore;
 mod in_cluster;
 mod lint;
@@ -32,8 +33,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use grove_conformance::catalog;
 use grove_conformance::host::logging;
-use grove_conformance::{catalog, report};
+use grove_conformance::report::{self, Exit};
+
+use error::{CliError, CliResult};
 
 pub(crate) use run::RunArgs;
 
@@ -240,11 +244,11 @@ pub fn main() -> ExitCode {
         _ => logging::DEFAULT_FILTER,
     };
     logging::init(default_filter);
-    let code = match cli.command {
+    let result = match cli.command {
         Command::Setup { no_build, kind } => setup::setup(no_build, kind),
         Command::Up { nodes } => setup::up(nodes),
-        Command::Run(args) => run::run(&args).unwrap_or_else(|code| code),
-        Command::Explore(args) => explore::explore(&args).unwrap_or_else(|code| code),
+        Command::Run(args) => run::run(&args),
+        Command::Explore(args) => explore::explore(&args),
         Command::Bench {
             runs,
             out,
@@ -293,11 +297,11 @@ pub fn main() -> ExitCode {
             namespace,
         } => operator::reference_operator(kubeconfig, namespace),
     };
-    ExitCode::from(u8::try_from(code).unwrap_or(1))
+    ExitCode::from(u8::try_from(error::finish(result)).unwrap_or(1))
 }
 
 /// `image`: builds the image, loads it into kind when asked, prints its tag.
-fn image(role: ImageRole, tag: Option<String>, kind: Option<&str>, catalog: &Path) -> i32 {
+fn image(role: ImageRole, tag: Option<String>, kind: Option<&str>, catalog: &Path) -> CliResult {
     use grove_conformance::host::image::{self, Role};
     let (role, default) = match role {
         ImageRole::Conformance => (
@@ -310,38 +314,30 @@ fn image(role: ImageRole, tag: Option<String>, kind: Option<&str>, catalog: &Pat
         ),
     };
     let tag = tag.unwrap_or(default);
-    if let Err(e) = grove_conformance::host::docker::available() {
-        eprintln!("error: {e}");
-        return report::SETUP_FAILED;
-    }
-    let binary = match std::env::current_exe() {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: failed to locate this executable: {e}");
-            return report::SETUP_FAILED;
-        }
-    };
-    if let Err(e) = image::build(&binary, &tag, role, catalog) {
-        eprintln!("error: {e}");
-        return report::SETUP_FAILED;
-    }
-    if let Some(cluster) = kind
-        && let Err(e) = grove_conformance::cluster::kind::load_image(cluster, &tag)
-    {
-        eprintln!("error: {:#}", grove_conformance::errors::chain(&e));
-        return report::SETUP_FAILED;
+    grove_conformance::host::docker::available()
+        .map_err(|e| CliError::from_error(Exit::SetupFailed, e))?;
+    let binary = current_exe()?;
+    image::build(&binary, &tag, role, catalog)
+        .map_err(|e| CliError::from_error(Exit::SetupFailed, e))?;
+    if let Some(cluster) = kind {
+        grove_conformance::cluster::kind::load_image(cluster, &tag)
+            .map_err(|e| CliError::from_error(Exit::SetupFailed, e))?;
     }
     println!("{tag}");
-    report::SUCCESS
+    Ok(report::SUCCESS)
+}
+
+/// This executable's path.
+pub(crate) fn current_exe() -> Result<PathBuf, CliError> {
+    std::env::current_exe()
+        .map_err(|e| CliError::context(Exit::SetupFailed, "failed to locate this executable", e))
 }
 
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Runtime::new().expect("failed to build a runtime")
 }
 
-pub(crate) fn load(catalog: &Path) -> Result<catalog::Catalog, i32> {
-    catalog::load_catalog(catalog).map_err(|diagnostics| {
-        eprintln!("{}", catalog::render_diagnostics(&diagnostics));
-        report::INVALID_CATALOG
-    })
+pub(crate) fn load(catalog: &Path) -> Result<catalog::Catalog, CliError> {
+    catalog::load_catalog(catalog)
+        .map_err(|diagnostics| CliError::diagnostics(catalog::render_diagnostics(&diagnostics)))
 }

@@ -2,21 +2,21 @@
 
 use std::path::PathBuf;
 
-use grove_conformance::errors;
-use grove_conformance::report;
+use grove_conformance::report::{self, Exit};
 
+use super::error::{CliError, CliResult};
 use super::runtime;
 
-pub(crate) fn reference_operator(kubeconfig: Option<PathBuf>, namespace: Option<String>) -> i32 {
+pub(crate) fn reference_operator(
+    kubeconfig: Option<PathBuf>,
+    namespace: Option<String>,
+) -> CliResult {
     let options = grove_reference_operator::controller::RunOptions {
         kubeconfig,
         namespace,
     };
-    match runtime().block_on(grove_reference_operator::controller::run(options)) {
-        Ok(()) => report::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {:#}", errors::chain(&err));
-            1
-        }
-    }
+    runtime()
+        .block_on(grove_reference_operator::controller::run(options))
+        .map_err(|e| CliError::from_error(Exit::OperatorFailed, e))?;
+    Ok(report::SUCCESS)
 }

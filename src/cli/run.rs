@@ -8,18 +8,18 @@ use std::sync::Arc;
 use clap::ValueEnum;
 use grove_conformance::catalog::{self, Profile};
 use grove_conformance::cluster::{self, TargetGuard, TargetOptions, TargetSpec};
-use grove_conformance::errors;
 use grove_conformance::implementation::admission::{
     self, AdmissionOptions, Prepared, WebhookConfiguration,
 };
 use grove_conformance::implementation::deployment::DeploymentRef;
 use grove_conformance::implementation::{ImplementationSpec, Setup};
-use grove_conformance::report::{self, ProgressLine};
+use grove_conformance::report::{self, Exit, ProgressLine};
 use grove_conformance::runner::{self, RunSettings, Selection};
 use grove_conformance::schedule::Shard;
 use grove_conformance::vocab::{Revision, Vocabulary};
 
 use super::e2e_log::E2eLog;
+use super::error::{CliError, CliResult};
 use super::reports::write_reports;
 use super::{load, runtime, shard};
 
@@ -180,9 +180,8 @@ pub(crate) struct RunArgs {
 }
 
 /// `run`: the selected cases of the catalog against a target and an implementation, then the
-/// summary and the reports. Each step reports its own failure on stderr and returns its exit
-/// code as `Err`; `Ok` is the run's exit code.
-pub(crate) fn run(args: &RunArgs) -> Result<i32, i32> {
+/// summary and the reports. `Ok` is the run's exit code; `Err` says why it stopped short.
+pub(crate) fn run(args: &RunArgs) -> CliResult {
     let catalog = Arc::new(load(&args.catalog)?);
     let selected = select(&catalog, args)?;
     let durations = shard::load_durations(args.durations.as_deref(), &args.catalog)?;
@@ -265,36 +264,39 @@ impl RunArgs {
 }
 
 /// Creates the folder for the results.
-pub(crate) fn create_out_dir(out: &Path) -> Result<(), i32> {
+pub(crate) fn create_out_dir(out: &Path) -> Result<(), CliError> {
     std::fs::create_dir_all(out).map_err(|e| {
-        eprintln!("error: failed to create {}: {e}", out.display());
-        report::SETUP_FAILED
+        CliError::context(
+            Exit::SetupFailed,
+            format!("failed to create {}", out.display()),
+            e,
+        )
     })
 }
 
 /// A temporary directory for the files generated for the implementation, removed on drop.
-pub(crate) fn scratch_dir() -> Result<tempfile::TempDir, i32> {
+pub(crate) fn scratch_dir() -> Result<tempfile::TempDir, CliError> {
     tempfile::Builder::new()
         .prefix("grove-conformance-run-")
         .tempdir()
         .map_err(|e| {
-            eprintln!("error: failed to create a temporary directory: {e}");
-            report::SETUP_FAILED
+            CliError::context(
+                Exit::SetupFailed,
+                "failed to create a temporary directory",
+                e,
+            )
         })
 }
 
 /// The implementation's CRDs, webhooks and configuration template that `args` names, read
 /// and checked, with their certificates and rendered configuration written to `scratch`.
-pub(crate) fn prepare_admission(args: &RunArgs, scratch: &Path) -> Result<Prepared, i32> {
+pub(crate) fn prepare_admission(args: &RunArgs, scratch: &Path) -> Result<Prepared, CliError> {
     let admission = AdmissionOptions {
         crds: args.implementation_crds.clone(),
         webhooks: args.implementation_webhooks.clone(),
         config_template: args.implementation_config.clone(),
     };
-    admission::prepare(&admission, scratch).map_err(|e| {
-        eprintln!("error: {:#}", errors::chain(&e));
-        report::USAGE
-    })
+    admission::prepare(&admission, scratch).map_err(|e| CliError::from_error(Exit::Usage, e))
 }
 
 /// How the cases run: on `implementation`, with the options of `args`.
@@ -314,15 +316,11 @@ pub(crate) fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -
 }
 
 /// The target `args` names: a kubeconfig's cluster, a kind cluster, or the embedded one.
-pub(crate) fn target_spec(args: &RunArgs) -> Result<TargetSpec, i32> {
-    let harness = std::env::current_exe().map_err(|e| {
-        eprintln!("error: failed to locate this executable: {e}");
-        report::USAGE
-    })?;
-    args.target_options().spec(&harness).map_err(|e| {
-        eprintln!("error: {e}");
-        report::USAGE
-    })
+pub(crate) fn target_spec(args: &RunArgs) -> Result<TargetSpec, CliError> {
+    let harness = super::current_exe()?;
+    args.target_options()
+        .spec(&harness)
+        .map_err(|e| CliError::from_error(Exit::Usage, e))
 }
 
 /// The target of `spec`, with the implementation's CRDs (the reference operator's when it
@@ -331,22 +329,18 @@ pub(crate) async fn acquire_target(
     spec: &TargetSpec,
     install_crds: bool,
     prepared: &Prepared,
-) -> Result<TargetGuard, i32> {
+) -> Result<TargetGuard, CliError> {
     let crds = prepared
         .crds
         .clone()
         .unwrap_or_else(grove_reference_operator::crds);
     let mut target = cluster::acquire(spec, crds, install_crds)
         .await
-        .map_err(|e| {
-            eprintln!("error: {:#}", errors::chain(&e));
-            report::SETUP_FAILED
-        })?;
+        .map_err(|e| CliError::from_error(Exit::SetupFailed, e))?;
     let client = target.handles().client.clone();
     if let Err(e) = admission::install_webhooks(&client, &prepared.webhooks).await {
-        eprintln!("error: {:#}", errors::chain(&e));
         target.mark_failed();
-        return Err(report::SETUP_FAILED);
+        return Err(CliError::from_error(Exit::SetupFailed, e));
     }
     Ok(target)
 }
@@ -361,7 +355,7 @@ async fn execute(
     cases: Vec<catalog::Case>,
     settings: &RunSettings,
     e2e_log: Option<(PathBuf, usize)>,
-) -> Result<report::RunResults, i32> {
+) -> Result<report::RunResults, CliError> {
     let client = target.handles().client.clone();
     let mut progress = progress_on_stderr();
     let mut e2e = e2e_log.map(|(path, total)| E2eLog::new(path, total));
@@ -380,14 +374,13 @@ async fn execute(
             // embedded cluster and every implementation instance stopped.
             eprintln!("\ninterrupted by {signal}: stopping the run and tearing the target down");
             admission::remove_webhooks(&client, webhooks).await;
-            return Err(report::INTERRUPTED);
+            return Err(CliError::said(Exit::Interrupted));
         }
     };
     admission::remove_webhooks(&client, webhooks).await;
     let results = results.map_err(|e| {
-        eprintln!("error: failed to run the cases: {e}");
         target.mark_failed();
-        report::SETUP_FAILED
+        CliError::context(Exit::SetupFailed, "failed to run the cases", e)
     })?;
     if report::exit_code(&results) != report::SUCCESS {
         target.mark_failed();
@@ -433,7 +426,7 @@ pub(crate) fn spec_text(case: &catalog::Case) -> String {
 pub(crate) fn select(
     catalog: &catalog::Catalog,
     args: &RunArgs,
-) -> Result<Vec<catalog::Case>, i32> {
+) -> Result<Vec<catalog::Case>, CliError> {
     let selection = Selection {
         filters: args.filter.clone(),
         profile: args.profile.map(|p| match p {
@@ -453,8 +446,7 @@ pub(crate) fn select(
         .cloned()
         .collect();
     if cases.is_empty() {
-        eprintln!("error: the filter selected no case");
-        return Err(report::NO_CASES);
+        return Err(CliError::new(Exit::NoCases, "the filter selected no case"));
     }
     Ok(cases)
 }
@@ -463,26 +455,21 @@ pub(crate) fn select(
 pub(crate) fn implementation(
     args: &RunArgs,
     prepared: &Prepared,
-) -> Result<ImplementationSpec, i32> {
+) -> Result<ImplementationSpec, CliError> {
     let setup = || setup_of(prepared);
     if let Some(text) = &args.implementation_deployment {
         if prepared.serving.is_some() {
-            eprintln!(
-                "error: --implementation-webhooks and --implementation-config are for an implementation the harness starts; a deployed one brings its own"
-            );
-            return Err(report::USAGE);
+            return Err(CliError::usage(
+                "--implementation-webhooks and --implementation-config are for an implementation the harness starts; a deployed one brings its own",
+            ));
         }
         if args.no_api_proxy {
-            eprintln!(
-                "error: --implementation-deployment always goes through the API proxy: drop --no-api-proxy"
-            );
-            return Err(report::USAGE);
+            return Err(CliError::usage(
+                "--implementation-deployment always goes through the API proxy: drop --no-api-proxy",
+            ));
         }
         let mut deployment = DeploymentRef::parse(text, args.implementation_container.clone())
-            .map_err(|e| {
-                eprintln!("error: --implementation-deployment: {e}");
-                report::USAGE
-            })?;
+            .map_err(|e| CliError::context(Exit::Usage, "--implementation-deployment", e))?;
         deployment.traffic_timeout = std::time::Duration::from_secs(args.traffic_timeout);
         let proxy_address = match args.proxy_address {
             Some(ip) => ip,
@@ -507,17 +494,13 @@ pub(crate) fn implementation(
             template: template.clone(),
             setup: setup(),
         }),
-        (None, None, _) if prepared.serving.is_some() => {
-            eprintln!(
-                "error: --implementation-webhooks and --implementation-config need --implementation-cmd or --implementation-image"
-            );
-            Err(report::USAGE)
-        }
+        (None, None, _) if prepared.serving.is_some() => Err(CliError::usage(
+            "--implementation-webhooks and --implementation-config need --implementation-cmd or --implementation-image",
+        )),
         (None, None, ImplementationKind::External) => Ok(ImplementationSpec::External),
         (None, None, ImplementationKind::Reference) => {
             ImplementationSpec::reference_from_current_exe().map_err(|e| {
-                eprintln!("error: failed to locate this executable: {e}");
-                report::SETUP_FAILED
+                CliError::context(Exit::SetupFailed, "failed to locate this executable", e)
             })
         }
     }
@@ -540,23 +523,22 @@ pub(crate) fn setup_of(prepared: &Prepared) -> Setup {
 
 /// Where the proxy for a deployed implementation listens when `--proxy-address` is not given:
 /// inside a pod, the pod's IP; on kind, this machine's address on kind's network.
-fn default_proxy_address(args: &RunArgs) -> Result<std::net::IpAddr, i32> {
+fn default_proxy_address(args: &RunArgs) -> Result<std::net::IpAddr, CliError> {
     if let Some(ip) = grove_conformance::host::in_cluster::pod_ip() {
         return Ok(ip);
     }
     if args.target_options().kind || kubeconfig_on_loopback(args) {
         return cluster::kind::network_gateway().map_err(|e| {
-            eprintln!(
-                "error: the API proxy's address on kind's network: {:#}",
-                errors::chain(&e)
-            );
-            report::SETUP_FAILED
+            CliError::context(
+                Exit::SetupFailed,
+                "the API proxy's address on kind's network",
+                e,
+            )
         });
     }
-    eprintln!(
-        "error: --implementation-deployment needs --proxy-address here: an address of this machine that the cluster's pods reach (the API proxy listens there; on kind, or a kubeconfig whose apiserver is on loopback, it is kind's network gateway)"
-    );
-    Err(report::USAGE)
+    Err(CliError::usage(
+        "--implementation-deployment needs --proxy-address here: an address of this machine that the cluster's pods reach (the API proxy listens there; on kind, or a kubeconfig whose apiserver is on loopback, it is kind's network gateway)",
+    ))
 }
 
 /// Whether `--kubeconfig` names an apiserver on this machine's loopback (as kind's port

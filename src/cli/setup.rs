@@ -3,57 +3,39 @@
 
 use grove_conformance::cluster::embedded::{EmbeddedCluster, EmbeddedOptions};
 use grove_conformance::cluster::embedded::{ProvisionOptions, provision};
-use grove_conformance::errors;
 use grove_conformance::kubelets::simulated::FleetOptions;
-use grove_conformance::report;
+use grove_conformance::report::{self, Exit};
 
+use super::error::{CliError, CliResult};
 use super::runtime;
 
-pub(crate) fn setup(no_build: bool, kind: bool) -> i32 {
+pub(crate) fn setup(no_build: bool, kind: bool) -> CliResult {
     let options = ProvisionOptions {
         allow_build: !no_build,
         ..ProvisionOptions::default()
     };
-    match provision::resolve(&options) {
-        Ok(binaries) => {
-            for component in provision::Component::ALL {
-                println!(
-                    "{:<24} {}",
-                    component.binary(),
-                    binaries.path(component).display()
-                );
-            }
-        }
-        Err(err) => {
-            eprintln!("error: {:#}", errors::chain(&err));
-            return report::SETUP_FAILED;
-        }
+    let binaries =
+        provision::resolve(&options).map_err(|e| CliError::from_error(Exit::SetupFailed, e))?;
+    for component in provision::Component::ALL {
+        println!(
+            "{:<24} {}",
+            component.binary(),
+            binaries.path(component).display()
+        );
     }
     if !kind {
-        return report::SUCCESS;
+        return Ok(report::SUCCESS);
     }
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => {
-            eprintln!("error: failed to locate this executable: {e}");
-            return report::SETUP_FAILED;
-        }
-    };
-    match grove_conformance::cluster::kind::assets::resolve(&options, &exe) {
-        Ok(assets) => {
-            println!("{:<24} {}", "kind", assets.kind.display());
-            println!("{:<24} {}", "kubectl", assets.kubectl.display());
-            println!("{:<24} {}", "node image", assets.node_image);
-            report::SUCCESS
-        }
-        Err(err) => {
-            eprintln!("error: {:#}", errors::chain(&err));
-            report::SETUP_FAILED
-        }
-    }
+    let exe = super::current_exe()?;
+    let assets = grove_conformance::cluster::kind::assets::resolve(&options, &exe)
+        .map_err(|e| CliError::from_error(Exit::SetupFailed, e))?;
+    println!("{:<24} {}", "kind", assets.kind.display());
+    println!("{:<24} {}", "kubectl", assets.kubectl.display());
+    println!("{:<24} {}", "node image", assets.node_image);
+    Ok(report::SUCCESS)
 }
 
-pub(crate) fn up(nodes: usize) -> i32 {
+pub(crate) fn up(nodes: usize) -> CliResult {
     runtime().block_on(async {
         let options = EmbeddedOptions {
             crds: grove_reference_operator::crds(),
@@ -63,13 +45,9 @@ pub(crate) fn up(nodes: usize) -> i32 {
             },
             ..EmbeddedOptions::default()
         };
-        let cluster = match EmbeddedCluster::start(options).await {
-            Ok(cluster) => cluster,
-            Err(err) => {
-                eprintln!("error: {:#}", errors::chain(&err));
-                return report::SETUP_FAILED;
-            }
-        };
+        let cluster = EmbeddedCluster::start(options)
+            .await
+            .map_err(|e| CliError::from_error(Exit::SetupFailed, e))?;
         println!(
             "embedded cluster ready in {:.1?}: {} nodes, apiserver {}",
             cluster.start_duration,
@@ -84,6 +62,6 @@ pub(crate) fn up(nodes: usize) -> i32 {
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("stopping");
         drop(cluster);
-        report::SUCCESS
+        Ok(report::SUCCESS)
     })
 }

@@ -4,11 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use grove_conformance::catalog::{Case, Catalog};
-use grove_conformance::report::{self, RunIdentity, RunRecord};
+use grove_conformance::report::{self, Exit, RunIdentity, RunRecord};
 use grove_conformance::runner;
 use grove_conformance::schedule::{self, Durations, Shard, Weighted};
 use grove_conformance::vocab::Revision;
 
+use super::error::{CliError, CliResult};
 use super::reports::{Reports, today};
 
 /// The file a catalog keeps its cases' durations in, used when `--durations` is not given.
@@ -16,7 +17,10 @@ pub(crate) const DEFAULT_DURATIONS: &str = "durations.yaml";
 
 /// The durations a run plans with: `explicit` when given (it must read), else the catalog's
 /// `durations.yaml` when it has one, else none (catalog order).
-pub(crate) fn load_durations(explicit: Option<&Path>, catalog: &Path) -> Result<Durations, i32> {
+pub(crate) fn load_durations(
+    explicit: Option<&Path>,
+    catalog: &Path,
+) -> Result<Durations, CliError> {
     let (path, required) = match explicit {
         Some(p) => (p.to_path_buf(), true),
         None => (catalog.join(DEFAULT_DURATIONS), false),
@@ -26,15 +30,9 @@ pub(crate) fn load_durations(explicit: Option<&Path>, catalog: &Path) -> Result<
         Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Durations::default());
         }
-        Err(e) => {
-            eprintln!("error: failed to read {}: {e}", path.display());
-            return Err(report::USAGE);
-        }
+        Err(e) => return Err(unreadable(&path, e)),
     };
-    Durations::parse(&path, &text).map_err(|e| {
-        eprintln!("error: {e}");
-        report::USAGE
-    })
+    Durations::parse(&path, &text).map_err(|e| CliError::from_error(Exit::Usage, e))
 }
 
 /// Whether `case` runs alone whatever the implementation: it creates as many pods as a large
@@ -150,7 +148,7 @@ pub(crate) fn plan_listing(
 
 /// A SHA-256 digest of every case and fixture file of `catalog` (paths relative to its root,
 /// and contents): shards of one run must have run the same catalog.
-pub(crate) fn catalog_digest(catalog: &Catalog) -> Result<String, i32> {
+pub(crate) fn catalog_digest(catalog: &Catalog) -> Result<String, CliError> {
     let mut files: Vec<&Path> = catalog
         .cases
         .iter()
@@ -161,8 +159,11 @@ pub(crate) fn catalog_digest(catalog: &Catalog) -> Result<String, i32> {
     let mut context = ring::digest::Context::new(&ring::digest::SHA256);
     for file in files {
         let text = std::fs::read(file).map_err(|e| {
-            eprintln!("error: failed to read {}: {e}", file.display());
-            report::SETUP_FAILED
+            CliError::context(
+                Exit::SetupFailed,
+                format!("failed to read {}", file.display()),
+                e,
+            )
         })?;
         let name = file.strip_prefix(&catalog.root).unwrap_or(file);
         let name = name.to_string_lossy();
@@ -187,39 +188,20 @@ fn selected_names(selected: &[Case]) -> Vec<String> {
 /// `inputs` name (files, or folders searched for them, as `bench` leaves them), printed or
 /// written to `write`; cases the catalog no longer has are left out, and the catalog's cases
 /// no input has are named.
-pub(crate) fn durations(catalog: &Path, inputs: &[PathBuf], write: Option<&Path>) -> i32 {
-    let catalog = match super::load(catalog) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+pub(crate) fn durations(catalog: &Path, inputs: &[PathBuf], write: Option<&Path>) -> CliResult {
+    let catalog = super::load(catalog)?;
     let mut files = Vec::new();
     for input in inputs {
-        if let Err(e) = conformance_files(input, &mut files) {
-            eprintln!("error: failed to read {}: {e}", input.display());
-            return report::USAGE;
-        }
+        conformance_files(input, &mut files).map_err(|e| unreadable(input, e))?;
     }
     if files.is_empty() {
-        eprintln!("error: no conformance.yaml found in the inputs");
-        return report::USAGE;
+        return Err(CliError::usage("no conformance.yaml found in the inputs"));
     }
     files.sort();
     let mut runs = Vec::new();
     for file in &files {
-        let text = match std::fs::read_to_string(file) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("error: failed to read {}: {e}", file.display());
-                return report::USAGE;
-            }
-        };
-        match Durations::parse(file, &text) {
-            Ok(d) => runs.push(d),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return report::USAGE;
-            }
-        }
+        let text = std::fs::read_to_string(file).map_err(|e| unreadable(file, e))?;
+        runs.push(Durations::parse(file, &text).map_err(|e| CliError::from_error(Exit::Usage, e))?);
     }
     let median = Durations::median(&runs);
     let kept = Durations::from_pairs(
@@ -238,10 +220,13 @@ pub(crate) fn durations(catalog: &Path, inputs: &[PathBuf], write: Option<&Path>
     let text = kept.to_yaml(&header);
     match write {
         Some(path) => {
-            if let Err(e) = std::fs::write(path, &text) {
-                eprintln!("error: failed to write {}: {e}", path.display());
-                return report::SETUP_FAILED;
-            }
+            std::fs::write(path, &text).map_err(|e| {
+                CliError::context(
+                    Exit::SetupFailed,
+                    format!("failed to write {}", path.display()),
+                    e,
+                )
+            })?;
             eprintln!(
                 "wrote {} ({} cases, median of {} run(s))",
                 path.display(),
@@ -258,7 +243,12 @@ pub(crate) fn durations(catalog: &Path, inputs: &[PathBuf], write: Option<&Path>
             missing.join(", ")
         );
     }
-    report::SUCCESS
+    Ok(report::SUCCESS)
+}
+
+/// An input that does not read: refused before anything started.
+fn unreadable(path: &Path, e: std::io::Error) -> CliError {
+    CliError::context(Exit::Usage, format!("failed to read {}", path.display()), e)
 }
 
 /// `input` if it is a file, else every `conformance.yaml` below it.
@@ -282,7 +272,7 @@ fn conformance_files(input: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()
 /// `merge`: the `results.json` of each of `dirs` (the shards of one run) merged into one
 /// run's reports in `out`. Exits as `run` would have; 2 when the shards do not make up one
 /// run (naming what is missing, repeated or different).
-pub(crate) fn merge(dirs: &[PathBuf], out: &Path, junit: Option<PathBuf>) -> i32 {
+pub(crate) fn merge(dirs: &[PathBuf], out: &Path, junit: Option<PathBuf>) -> CliResult {
     let mut records = Vec::new();
     for dir in dirs {
         let file = if dir.is_dir() {
@@ -290,39 +280,18 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, junit: Option<PathBuf>) -> i32
         } else {
             dir.clone()
         };
-        let text = match std::fs::read_to_string(&file) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("error: failed to read {}: {e}", file.display());
-                return report::USAGE;
-            }
-        };
-        match RunRecord::from_json(&text) {
-            Ok(r) => records.push((dir.display().to_string(), r)),
-            Err(e) => {
-                eprintln!("error: {}: {e}", file.display());
-                return report::USAGE;
-            }
-        }
+        let text = std::fs::read_to_string(&file).map_err(|e| unreadable(&file, e))?;
+        let record = RunRecord::from_json(&text)
+            .map_err(|e| CliError::context(Exit::Usage, file.display().to_string(), e))?;
+        records.push((dir.display().to_string(), record));
     }
-    let (identity, results) = match report::merge(&records) {
-        Ok(merged) => merged,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return report::USAGE;
-        }
-    };
-    let revision: Revision = match identity.revision.parse() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {}: {e}", records[0].0);
-            return report::USAGE;
-        }
-    };
-    if let Err(e) = std::fs::create_dir_all(out) {
-        eprintln!("error: failed to create {}: {e}", out.display());
-        return report::SETUP_FAILED;
-    }
+    let (identity, results) =
+        report::merge(&records).map_err(|e| CliError::from_error(Exit::Usage, e))?;
+    let revision: Revision = identity
+        .revision
+        .parse()
+        .map_err(|e| CliError::context(Exit::Usage, records[0].0.clone(), e))?;
+    super::run::create_out_dir(out)?;
     let date = records
         .iter()
         .map(|(_, r)| r.date.clone())
@@ -342,7 +311,7 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, junit: Option<PathBuf>) -> i32
         records.len(),
         results.cases.len()
     );
-    report::exit_code(&results)
+    Ok(report::exit_code(&results))
 }
 
 /// The identity a run records.

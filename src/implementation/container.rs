@@ -21,7 +21,7 @@ use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 pub const OWNER_LABEL: &str = "io.grove-conformance.owner-pid";
 
 /// Errors while running an implementation image.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ContainerError {
     /// No Docker engine answers.
     #[error(
@@ -49,15 +49,14 @@ pub fn docker_available() -> Result<(), ContainerError> {
 /// The engine answers, asked once per process; the first time, containers of killed harnesses
 /// are removed too. Containers start once per case, and neither answer changes within a run.
 fn engine_ready() -> Result<(), ContainerError> {
-    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    static READY: std::sync::OnceLock<Result<(), ContainerError>> = std::sync::OnceLock::new();
     READY
         .get_or_init(|| {
-            docker::available().map_err(|e| e.to_string())?;
+            docker_available()?;
             reap_orphans();
             Ok(())
         })
         .clone()
-        .map_err(ContainerError::NoDocker)
 }
 
 /// Removes containers left by harness processes that no longer run (a SIGKILLed harness cannot

@@ -45,6 +45,26 @@ pub struct HoldError {
     pub message: String,
 }
 
+/// Why a read at the apiserver did not answer.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ReadError {
+    /// The path does not make a URI.
+    #[error("`{path}` is not a request path")]
+    Uri {
+        /// The path.
+        path: String,
+        /// Why.
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    /// The request went unanswered.
+    #[error("the apiserver did not answer")]
+    Send(#[source] kube::Error),
+    /// The answer's body broke off or was too large.
+    #[error("the answer did not read")]
+    Body(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// Relays a watch answer through the hub, line by line. Answers other than a JSON event
 /// stream (an error status, a Table or protobuf stream) pass untouched: holds cannot read
 /// them, and [`ApiProxy::hold`] refuses to start while one is open on the kind.
@@ -195,25 +215,25 @@ async fn upstream_get(
     path_and_query: &str,
     authorization: Option<http::HeaderValue>,
     accept: Option<http::HeaderValue>,
-) -> Result<(http::StatusCode, http::HeaderMap, Bytes), String> {
+) -> Result<(http::StatusCode, http::HeaderMap, Bytes), ReadError> {
     let mut request = Request::new(kube::client::Body::empty());
     if let Some(value) = authorization {
         request.headers_mut().insert(header::AUTHORIZATION, value);
     }
-    *request.uri_mut() = path_and_query.parse().map_err(|e| format!("{e}"))?;
+    *request.uri_mut() = path_and_query.parse().map_err(|source| ReadError::Uri {
+        path: path_and_query.to_owned(),
+        source,
+    })?;
     request.headers_mut().insert(
         header::ACCEPT,
         accept.unwrap_or_else(|| http::HeaderValue::from_static("application/json")),
     );
-    let response = client
-        .send(request)
-        .await
-        .map_err(|e| crate::errors::chain(&e).to_string())?;
+    let response = client.send(request).await.map_err(ReadError::Send)?;
     let (parts, body) = response.into_parts();
     let body = Limited::new(body, MAX_READ_BODY)
         .collect()
         .await
-        .map_err(|e| e.to_string())?
+        .map_err(ReadError::Body)?
         .to_bytes();
     Ok((parts.status, parts.headers, body))
 }
@@ -258,7 +278,10 @@ pub(super) async fn stale_read(
         match upstream_get(&shared.upstream, &target, authorization, accept).await {
             Ok(answer) => answer,
             Err(e) => {
-                let message = format!("the API proxy failed to read {info} as of rv {at}: {e}");
+                let message = format!(
+                    "the API proxy failed to read {info} as of rv {at}: {}",
+                    crate::errors::chain(&e)
+                );
                 return status_response(502, info, &message);
             }
         };
@@ -310,7 +333,7 @@ impl ApiProxy {
         let (status, _, body) =
             upstream_get(&self.shared.admin, &format!("{path}?limit=1"), None, None)
                 .await
-                .map_err(error)?;
+                .map_err(|e| error(crate::errors::chain(&e).to_string()))?;
         if !status.is_success() {
             return Err(error(format!(
                 "{path} answered {status}: {}",

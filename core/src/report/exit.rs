@@ -1,49 +1,131 @@
-//! The process exit codes of `grove-conformance`.
-//!
-//! | code | constant | meaning |
-//! |---|---|---|
-//! | 0 | [`SUCCESS`] | every selected case passed (skipped cases allowed) |
-//! | 2 | [`USAGE`] | bad command line |
-//! | 100 | [`CASES_FAILED`] | at least one case failed; none errored |
-//! | 101 | [`CASES_ERRORED`] | the harness could not judge at least one case |
-//! | 102 | [`INVALID_CATALOG`] | the catalog does not parse, lint fails, or the coverage doc is stale |
-//! | 103 | [`SETUP_FAILED`] | the target cluster or the implementation could not be started |
-//! | 104 | [`NO_CASES`] | the filter selected no case |
-//! | 130 | [`INTERRUPTED`] | SIGINT or SIGTERM: the target was torn down, no report written |
+//! The process exit codes of `grove-conformance`: one table, [`Exit`], whose rows the README's
+//! table of exit codes repeats (a test compares them).
 
 use super::event::RunResults;
 
-/// 0: every selected case passed (skipped cases allowed).
-pub const SUCCESS: i32 = 0;
-/// 2: bad command line (the argument parser's own code).
-pub const USAGE: i32 = 2;
-/// 100: at least one case failed; none errored.
-pub const CASES_FAILED: i32 = 100;
-/// 101: the harness could not judge at least one case (takes precedence over failures).
-pub const CASES_ERRORED: i32 = 101;
-/// 102: the catalog does not parse, lint fails, or the coverage doc is stale.
-pub const INVALID_CATALOG: i32 = 102;
-/// 103: the target cluster or the implementation could not be started.
-pub const SETUP_FAILED: i32 = 103;
-/// 104: the filter selected no case.
-pub const NO_CASES: i32 = 104;
-/// Interrupted (SIGINT or SIGTERM): the target was torn down, no report was written.
-pub const INTERRUPTED: i32 = 130;
+/// How a `grove-conformance` process ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Every selected case passed, or the subcommand did its work.
+    Success,
+    /// The reference operator's own command line stopped with an error.
+    OperatorFailed,
+    /// Bad command line, or input refused before anything started.
+    Usage,
+    /// At least one case failed; none errored.
+    CasesFailed,
+    /// The harness could not judge at least one case (takes precedence over failures).
+    CasesErrored,
+    /// The catalog does not parse, lint fails, or the coverage table is stale.
+    InvalidCatalog,
+    /// The target or the implementation could not be set up.
+    SetupFailed,
+    /// The filter selected no case.
+    NoCases,
+    /// SIGINT or SIGTERM: the target was torn down, no report written.
+    Interrupted,
+}
 
-/// The exit code for a finished run.
+impl Exit {
+    /// Every way a process ends, in the order of the table.
+    pub const ALL: [Exit; 9] = [
+        Exit::Success,
+        Exit::OperatorFailed,
+        Exit::Usage,
+        Exit::CasesFailed,
+        Exit::CasesErrored,
+        Exit::InvalidCatalog,
+        Exit::SetupFailed,
+        Exit::NoCases,
+        Exit::Interrupted,
+    ];
+
+    /// The process exit code.
+    pub const fn code(self) -> i32 {
+        match self {
+            Exit::Success => 0,
+            Exit::OperatorFailed => 1,
+            Exit::Usage => 2,
+            Exit::CasesFailed => 100,
+            Exit::CasesErrored => 101,
+            Exit::InvalidCatalog => 102,
+            Exit::SetupFailed => 103,
+            Exit::NoCases => 104,
+            Exit::Interrupted => 130,
+        }
+    }
+
+    /// What it means, as the README's table says it.
+    pub const fn meaning(self) -> &'static str {
+        match self {
+            Exit::Success => {
+                "every selected case passed (skipped and not-applicable cases allowed), or the subcommand did its work"
+            }
+            Exit::OperatorFailed => {
+                "`reference-operator` (the reference operator's own command line) stopped with an error"
+            }
+            Exit::Usage => {
+                "bad command line, or input refused before anything started (the implementation's CRD, webhook or configuration files, shards that do not belong together)"
+            }
+            Exit::CasesFailed => "at least one case failed, none errored",
+            Exit::CasesErrored => "the harness could not judge at least one case",
+            Exit::InvalidCatalog => {
+                "the catalog does not parse, `lint` fails, or the coverage table is stale"
+            }
+            Exit::SetupFailed => "the target or the implementation could not be set up",
+            Exit::NoCases => "the filter selected no case",
+            Exit::Interrupted => {
+                "interrupted (SIGINT or SIGTERM): the target torn down, no report written"
+            }
+        }
+    }
+}
+
+/// The table of exit codes, as Markdown (the README's).
+pub fn exit_table() -> String {
+    let mut out = String::from("| exit code | meaning |\n|---|---|\n");
+    for exit in Exit::ALL {
+        out.push_str(&format!("| {} | {} |\n", exit.code(), exit.meaning()));
+    }
+    out
+}
+
+/// 0: see [`Exit::Success`].
+pub const SUCCESS: i32 = Exit::Success.code();
+/// 2: see [`Exit::Usage`].
+pub const USAGE: i32 = Exit::Usage.code();
+/// 100: see [`Exit::CasesFailed`].
+pub const CASES_FAILED: i32 = Exit::CasesFailed.code();
+/// 101: see [`Exit::CasesErrored`].
+pub const CASES_ERRORED: i32 = Exit::CasesErrored.code();
+/// 102: see [`Exit::InvalidCatalog`].
+pub const INVALID_CATALOG: i32 = Exit::InvalidCatalog.code();
+/// 103: see [`Exit::SetupFailed`].
+pub const SETUP_FAILED: i32 = Exit::SetupFailed.code();
+/// 104: see [`Exit::NoCases`].
+pub const NO_CASES: i32 = Exit::NoCases.code();
+/// 130: see [`Exit::Interrupted`].
+pub const INTERRUPTED: i32 = Exit::Interrupted.code();
+
+/// How a finished run ends.
 ///
-/// | cases run | any error | any failure | code |
+/// | cases run | any error | any failure | exit |
 /// |---|---|---|---|
-/// | none | - | - | [`NO_CASES`] |
-/// | some | yes | - | [`CASES_ERRORED`] |
-/// | some | no | yes | [`CASES_FAILED`] |
-/// | some | no | no | [`SUCCESS`] |
-pub fn exit_code(results: &RunResults) -> i32 {
+/// | none | - | - | [`Exit::NoCases`] |
+/// | some | yes | - | [`Exit::CasesErrored`] |
+/// | some | no | yes | [`Exit::CasesFailed`] |
+/// | some | no | no | [`Exit::Success`] |
+pub fn run_exit(results: &RunResults) -> Exit {
     let counts = results.counts();
     match (results.cases.is_empty(), counts.error > 0, counts.fail > 0) {
-        (true, _, _) => NO_CASES,
-        (false, true, _) => CASES_ERRORED,
-        (false, false, true) => CASES_FAILED,
-        (false, false, false) => SUCCESS,
+        (true, _, _) => Exit::NoCases,
+        (false, true, _) => Exit::CasesErrored,
+        (false, false, true) => Exit::CasesFailed,
+        (false, false, false) => Exit::Success,
     }
+}
+
+/// The exit code for a finished run ([`run_exit`]'s).
+pub fn exit_code(results: &RunResults) -> i32 {
+    run_exit(results).code()
 }

@@ -30,12 +30,13 @@ pub use event::{
     CaseResult, Counts, Failure, Outcome, Recorder, RunEvent, RunResults, TimeSplit, TimeTotals,
 };
 pub use exit::{
-    CASES_ERRORED, CASES_FAILED, INTERRUPTED, INVALID_CATALOG, NO_CASES, SETUP_FAILED, SUCCESS,
-    USAGE, exit_code,
+    CASES_ERRORED, CASES_FAILED, Exit, INTERRUPTED, INVALID_CATALOG, NO_CASES, SETUP_FAILED,
+    SUCCESS, USAGE, exit_code, exit_table, run_exit,
 };
 pub use failures::{Compared, TIMELINE_LINES, capped, failure_details};
 pub use junit::{TIME_PROPERTIES, junit, write_junit};
 pub use record::{
-    CaseRecord, MergeError, RECORD_FORMAT, RecordedImplementation, RunIdentity, RunRecord, merge,
+    CaseRecord, MergeError, RECORD_FORMAT, RecordError, RecordedImplementation, RunIdentity,
+    RunRecord, merge,
 };
 pub use verdict::{NOT_APPLICABLE_PREFIX, Verdict};

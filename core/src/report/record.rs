@@ -174,11 +174,14 @@ impl From<&CaseResult> for CaseRecord {
 
 impl CaseRecord {
     /// The result it records; `Err` names what does not read.
-    pub fn to_result(&self) -> Result<CaseResult, String> {
+    pub fn to_result(&self) -> Result<CaseResult, RecordError> {
         let profile: Profile = self
             .profile
             .parse()
-            .map_err(|_| format!("case `{}`: unknown profile `{}`", self.case, self.profile))?;
+            .map_err(|_| RecordError::UnknownProfile {
+                case: self.case.clone(),
+                profile: self.profile.clone(),
+            })?;
         let message = self.message.clone().unwrap_or_default();
         let outcome = match self.outcome.as_str() {
             "pass" => Outcome::Pass,
@@ -198,7 +201,12 @@ impl CaseRecord {
             "skip" => Outcome::Skip { reason: message },
             "n/a" => Outcome::NotApplicable { reason: message },
             "error" => Outcome::Error { message },
-            other => return Err(format!("case `{}`: unknown outcome `{other}`", self.case)),
+            other => {
+                return Err(RecordError::UnknownOutcome {
+                    case: self.case.clone(),
+                    outcome: other.to_owned(),
+                });
+            }
         };
         Ok(CaseResult {
             case: self.case.clone(),
@@ -238,7 +246,7 @@ impl RunRecord {
     }
 
     /// The results it records.
-    pub fn results(&self) -> Result<RunResults, String> {
+    pub fn results(&self) -> Result<RunResults, RecordError> {
         Ok(RunResults {
             cases: self
                 .cases
@@ -255,19 +263,48 @@ impl RunRecord {
     }
 
     /// Reads a record; `Err` says what is wrong (with line and column).
-    pub fn from_json(text: &str) -> Result<RunRecord, String> {
-        let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub fn from_json(text: &str) -> Result<RunRecord, RecordError> {
+        let value: Value = serde_json::from_str(text)?;
         match value.get("format").and_then(Value::as_u64) {
             Some(f) if f == u64::from(RECORD_FORMAT) => {}
-            Some(f) => {
-                return Err(format!(
-                    "format {f}, this build reads format {RECORD_FORMAT}"
-                ));
-            }
-            None => return Err("no `format`: not a grove-conformance results.json".into()),
+            Some(f) => return Err(RecordError::Format { found: f }),
+            None => return Err(RecordError::NoFormat),
         }
-        serde_json::from_str(text).map_err(|e| e.to_string())
+        Ok(serde_json::from_str(text)?)
     }
+}
+
+/// Why a results record does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Not JSON, or not a record's shape (with line and column).
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// A record of another format.
+    #[error("format {found}, this build reads format {RECORD_FORMAT}")]
+    Format {
+        /// The record's format.
+        found: u64,
+    },
+    /// No format at all.
+    #[error("no `format`: not a grove-conformance results.json")]
+    NoFormat,
+    /// A case's profile is not one this build knows.
+    #[error("case `{case}`: unknown profile `{profile}`")]
+    UnknownProfile {
+        /// The case.
+        case: String,
+        /// Its profile as recorded.
+        profile: String,
+    },
+    /// A case's outcome is not one this build knows.
+    #[error("case `{case}`: unknown outcome `{outcome}`")]
+    UnknownOutcome {
+        /// The case.
+        case: String,
+        /// Its outcome as recorded.
+        outcome: String,
+    },
 }
 
 /// Why shard records do not merge.
@@ -503,9 +540,15 @@ mod tests {
     #[test]
     fn a_record_of_another_format_is_refused_saying_so() {
         let e = RunRecord::from_json("{\"format\": 7}").unwrap_err();
-        assert!(e.contains("format 7"), "{e}");
+        assert!(matches!(e, RecordError::Format { found: 7 }), "{e}");
+        assert!(e.to_string().contains("format 7"), "{e}");
         let e = RunRecord::from_json("{\"x\": 1}").unwrap_err();
-        assert!(e.contains("not a grove-conformance results.json"), "{e}");
+        assert!(matches!(e, RecordError::NoFormat), "{e}");
+        assert!(
+            e.to_string()
+                .contains("not a grove-conformance results.json"),
+            "{e}"
+        );
     }
 
     fn sharded(results: &[CaseResult], count: usize) -> Vec<(String, RunRecord)> {

@@ -127,7 +127,7 @@ fn schedulable(node: &Node) -> bool {
 #[derive(Debug)]
 pub struct Shared {
     runtime: tokio::runtime::Runtime,
-    cluster: Result<EmbeddedCluster, String>,
+    cluster: Result<EmbeddedCluster, EmbeddedError>,
 }
 
 impl Shared {
@@ -137,8 +137,8 @@ impl Shared {
     }
 
     /// The cluster, or the reason it could not start (rendered once, with its causes).
-    pub fn cluster(&self) -> Result<&EmbeddedCluster, &str> {
-        self.cluster.as_ref().map_err(String::as_str)
+    pub fn cluster(&self) -> Result<&EmbeddedCluster, crate::errors::Chain<'_>> {
+        self.cluster.as_ref().map_err(|e| crate::errors::chain(e))
     }
 }
 
@@ -158,9 +158,7 @@ pub fn shared(crds: impl FnOnce() -> Vec<CustomResourceDefinition>) -> &'static 
             crds: crds(),
             ..EmbeddedOptions::default()
         };
-        let cluster = runtime
-            .block_on(EmbeddedCluster::start(options))
-            .map_err(|e| format!("{:#}", crate::errors::chain(&e)));
+        let cluster = runtime.block_on(EmbeddedCluster::start(options));
         Shared { runtime, cluster }
     })
 }

@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 use super::steps::{CaseRun, StepError};
 use super::triggers::TriggerSource;
 use crate::catalog::{DeletionTarget, FaultStep, FaultStepAction, HoldFault, HoldRelease, Trigger};
-use crate::proxy::{ApiProxy, Hold, HookPosition, Reads, Release, RequestMatch};
+use crate::proxy::{ApiProxy, Hold, HoldError, HookPosition, Reads, Release, RequestMatch};
 use crate::report::Outcome;
 use crate::vocab::Kind;
 
@@ -21,7 +21,7 @@ pub(super) struct ArmedFault {
     /// Ends with `None` when its trigger never fired (the proxy dropped the pin at the end
     /// of the case, or the observer stopped), with `Err` when the fault could not be
     /// carried out.
-    task: JoinHandle<Option<Result<(), String>>>,
+    task: JoinHandle<Option<Result<(), HoldError>>>,
 }
 
 /// What the case's faults did, one line each, for the report (hold ids keep their lines
@@ -88,7 +88,7 @@ impl CaseRun<'_> {
             return armer
                 .start(&action, "at once".into())
                 .await
-                .map_err(StepError::Error);
+                .map_err(StepError::from);
         };
         let what = format!("{} when {}", describe_action(&action), describe(&trigger));
         let label = format!("when {}", describe(&trigger));
@@ -136,7 +136,9 @@ impl CaseRun<'_> {
             match armed.task.await {
                 Ok(Some(Ok(()))) => {}
                 Ok(None) => never.push(armed.what),
-                Ok(Some(Err(e))) => failed.push(format!("{}: {e}", armed.what)),
+                Ok(Some(Err(e))) => {
+                    failed.push(format!("{}: {}", armed.what, crate::errors::chain(&e)))
+                }
                 Err(e) => failed.push(format!("{}: {e}", armed.what)),
             }
         }
@@ -176,7 +178,7 @@ impl CaseRun<'_> {
 
 impl Armer {
     /// Carries out `action` now; `label` says what started it.
-    async fn start(&self, action: &FaultStepAction, label: String) -> Result<(), String> {
+    async fn start(&self, action: &FaultStepAction, label: String) -> Result<(), HoldError> {
         match action {
             FaultStepAction::Release => {
                 self.proxy.release_all();
@@ -199,7 +201,7 @@ impl Armer {
         }
     }
 
-    async fn hold(&self, h: &HoldFault, label: String) -> Result<(), String> {
+    async fn hold(&self, h: &HoldFault, label: String) -> Result<(), HoldError> {
         let (group, version) = group_version(h.kind);
         let hold = Hold {
             group: group.to_string(),
@@ -218,7 +220,7 @@ impl Armer {
                 HoldRelease::Relist => Release::Relist,
             },
         };
-        let record = self.proxy.hold(hold).await.map_err(|e| e.to_string())?;
+        let record = self.proxy.hold(hold).await?;
         let id = record.id;
         let mut released_by = Vec::new();
         if let Some(lasts) = h.lasts {
@@ -293,5 +295,11 @@ fn describe(trigger: &Trigger) -> String {
             status,
         } => format!("{object} {condition:?}={status:?}"),
         Trigger::Request(pin) => format!("request {pin}"),
+    }
+}
+
+impl From<HoldError> for StepError {
+    fn from(e: HoldError) -> Self {
+        StepError::Error(crate::errors::chain(&e).to_string())
     }
 }

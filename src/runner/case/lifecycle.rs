@@ -417,7 +417,10 @@ async fn tear_down(
         && !matches!(outcome, Outcome::Error { .. })
     {
         outcome = Outcome::Error {
-            message: format!("a refusal could not be lifted: {e}"),
+            message: format!(
+                "a refusal could not be lifted: {}",
+                crate::errors::chain(&e)
+            ),
         };
     }
     if !run.keep_namespaces {

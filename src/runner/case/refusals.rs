@@ -29,6 +29,63 @@ use crate::runner::observe::api_resource;
 /// How long the apiserver may take to start (or stop) applying a policy just written.
 const TAKES_EFFECT_WITHIN: Duration = Duration::from_secs(30);
 
+/// Why a refusal did not start or end as the step asked.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RefusalError {
+    /// The probe's dry-run create failed for another reason than the refusal.
+    #[error("the probe of refusal {name} failed: {}", api_error_text(.error))]
+    Probe {
+        /// The refusal.
+        name: String,
+        /// The apiserver's answer.
+        error: kube::Error,
+    },
+    /// The apiserver did not start (or stop) applying the policy in time.
+    #[error(
+        "the apiserver did not {} refusal {name} within {TAKES_EFFECT_WITHIN:?}",
+        if *.applied { "apply" } else { "stop applying" }
+    )]
+    TookTooLong {
+        /// The refusal.
+        name: String,
+        /// Whether it was to be applied (or lifted).
+        applied: bool,
+    },
+    /// The policy or its binding could not be deleted.
+    #[error("could not lift refusal {name}: {}", api_error_text(.error))]
+    Lift {
+        /// The refusal.
+        name: String,
+        /// The apiserver's answer.
+        error: kube::Error,
+    },
+    /// The policy or its binding could not be created.
+    #[error("could not create {object} {name}: {}", api_error_text(.error))]
+    Create {
+        /// `policy` or `binding`.
+        object: &'static str,
+        /// The refusal.
+        name: String,
+        /// The apiserver's answer.
+        error: kube::Error,
+    },
+    /// The manifests did not build.
+    #[error("refusal {name}: its manifests do not build")]
+    Manifests {
+        /// The refusal.
+        name: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl From<RefusalError> for StepError {
+    fn from(e: RefusalError) -> Self {
+        StepError::Error(crate::errors::chain(&e).to_string())
+    }
+}
+
 /// The refusals of one case that stand.
 #[derive(Default)]
 pub(super) struct Refusals {
@@ -118,7 +175,12 @@ fn manifests(
 
 /// Waits until a dry-run create of the probe ConfigMap `name` is refused (`refused`) or
 /// accepted (`!refused`): the apiserver applies the policy, or no longer does.
-async fn probe(client: &Client, namespace: &str, name: &str, refused: bool) -> Result<(), String> {
+async fn probe(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    refused: bool,
+) -> Result<(), RefusalError> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let params = PostParams {
         dry_run: true,
@@ -131,28 +193,28 @@ async fn probe(client: &Client, namespace: &str, name: &str, refused: bool) -> R
         let now_refused = match api.create(&params, &probe).await {
             Ok(_) => false,
             Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains(name) => true,
-            Err(e) => {
-                return Err(format!(
-                    "the probe of refusal {name} failed: {}",
-                    api_error_text(&e)
-                ));
+            Err(error) => {
+                return Err(RefusalError::Probe {
+                    name: name.to_owned(),
+                    error,
+                });
             }
         };
         if now_refused == refused {
             return Ok(());
         }
         if start.elapsed() > TAKES_EFFECT_WITHIN {
-            return Err(format!(
-                "the apiserver did not {} refusal {name} within {TAKES_EFFECT_WITHIN:?}",
-                if refused { "apply" } else { "stop applying" }
-            ));
+            return Err(RefusalError::TookTooLong {
+                name: name.to_owned(),
+                applied: refused,
+            });
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 /// Deletes the binding and policy `name` and waits until the apiserver no longer applies it.
-async fn lift(client: &Client, namespace: &str, name: &str) -> Result<(), String> {
+async fn lift(client: &Client, namespace: &str, name: &str) -> Result<(), RefusalError> {
     let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
     let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
     for result in [
@@ -168,11 +230,11 @@ async fn lift(client: &Client, namespace: &str, name: &str) -> Result<(), String
         match result {
             Ok(()) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => {
-                return Err(format!(
-                    "could not lift refusal {name}: {}",
-                    api_error_text(&e)
-                ));
+            Err(error) => {
+                return Err(RefusalError::Lift {
+                    name: name.to_owned(),
+                    error,
+                });
             }
         }
     }
@@ -187,14 +249,17 @@ impl CaseRun<'_> {
         let namespace = self.namespace.clone();
         let refusal = match step {
             RefuseStep::Lift => {
-                return self.lift_refusals().await.map_err(StepError::Error);
+                return Ok(self.lift_refusals().await?);
             }
             RefuseStep::Start(refusal) => refusal,
         };
         self.refusals.started += 1;
         let name = format!("{namespace}-refuse-{}", self.refusals.started);
-        let (policy, binding) = manifests(&name, &namespace, refusal)
-            .map_err(|e| StepError::Error(format!("refusal {name}: {e}")))?;
+        let (policy, binding) =
+            manifests(&name, &namespace, refusal).map_err(|source| RefusalError::Manifests {
+                name: name.clone(),
+                source,
+            })?;
         let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
         let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
         policies
@@ -207,10 +272,12 @@ impl CaseRun<'_> {
                     "the case has the apiserver refuse writes through a ValidatingAdmissionPolicy, which this cluster does not allow: {}",
                     api_error_text(&e)
                 )),
-                _ => StepError::Error(format!(
-                    "could not create policy {name}: {}",
-                    api_error_text(&e)
-                )),
+                _ => RefusalError::Create {
+                    object: "policy",
+                    name: name.clone(),
+                    error: e,
+                }
+                .into(),
             })?;
         // Recorded once the policy exists, so that the case's end lifts whatever of it was made.
         self.refusals
@@ -221,15 +288,12 @@ impl CaseRun<'_> {
         bindings
             .create(&PostParams::default(), &binding)
             .await
-            .map_err(|e| {
-                StepError::Error(format!(
-                    "could not create binding {name}: {}",
-                    api_error_text(&e)
-                ))
+            .map_err(|error| RefusalError::Create {
+                object: "binding",
+                name: name.clone(),
+                error,
             })?;
-        probe(&client, &namespace, &name, true)
-            .await
-            .map_err(StepError::Error)?;
+        probe(&client, &namespace, &name, true).await?;
         if let Some(lasts) = refusal.lasts {
             let active = self.refusals.active.clone();
             let lasts = lasts.as_std();
@@ -243,7 +307,10 @@ impl CaseRun<'_> {
                             .remove(&name);
                     }
                     // Left in `active`: the case's end lifts it again.
-                    Err(error) => tracing::warn!(%error, "a refusal was not lifted in time"),
+                    Err(error) => tracing::warn!(
+                        error = %crate::errors::chain(&error),
+                        "a refusal was not lifted in time"
+                    ),
                 }
             }));
         }
@@ -252,7 +319,7 @@ impl CaseRun<'_> {
 
     /// Lifts every refusal of the case that stands, waiting until the apiserver applies none;
     /// the first failure is returned once every refusal was tried.
-    pub(super) async fn lift_refusals(&mut self) -> Result<(), String> {
+    pub(super) async fn lift_refusals(&mut self) -> Result<(), RefusalError> {
         for timer in self.refusals.timers.drain(..) {
             timer.abort();
         }

@@ -1,13 +1,14 @@
 //! The API proxy in front of the embedded control plane: requests go through and are
 //! recorded, watches stream, injected statuses, delays and hooks do what they say.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
 use grove_conformance::cluster::embedded::client_for;
-use grove_conformance::cluster::embedded::{self, EmbeddedCluster};
 use grove_conformance::proxy::{
     ApiProxy, FaultAction, FaultRule, Fired, Hold, HookPosition, Reads, RecordedRequest, Release,
     RequestMatch, Verb,
@@ -50,11 +51,7 @@ where
     F: FnOnce(World) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let env = embedded::shared(Vec::new);
-    let cluster: &'static EmbeddedCluster = match env.cluster() {
-        Ok(c) => c,
-        Err(reason) => panic!("the embedded cluster did not start:\n{reason:#}"),
-    };
+    let (env, cluster) = common::shared_cluster(Vec::new);
     let ns = format!("proxy-{name}");
     env.block_on(async move {
         let dir = tempfile::tempdir().unwrap();
@@ -989,8 +986,7 @@ fn with_client_credentials_the_clients_own_rbac_decides_and_a_cut_off_client_is_
     use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
     with_proxy("credentials", |w| async move {
         let dir = tempfile::tempdir().unwrap();
-        let env = embedded::shared(Vec::new);
-        let cluster = env.cluster().unwrap();
+        let (_, cluster) = common::shared_cluster(Vec::new);
         let proxy = ApiProxy::start_with(
             cluster.control_plane.kubeconfig_path(),
             dir.path(),

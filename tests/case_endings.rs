@@ -4,14 +4,15 @@
 //! at once as an error naming them; the end of a case confirms its revision though only kinds
 //! no gated watch delivers wrote after it.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use grove_conformance::catalog::{self, Case, Catalog, RequestPin};
-use grove_conformance::cluster::{TargetGuard, TargetSpec, acquire};
-use grove_conformance::errors;
+use grove_conformance::cluster::TargetGuard;
 use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::report::{CaseResult, Outcome};
 use grove_conformance::runner::case::{CASE_LABEL, RunContext, run_case};
@@ -19,41 +20,20 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+/// What the tests of this binary share: the embedded world and the repository's catalog.
 struct Env {
-    runtime: tokio::runtime::Runtime,
-    target: TargetGuard,
+    runtime: &'static tokio::runtime::Runtime,
+    target: &'static TargetGuard,
     catalog: Arc<Catalog>,
 }
 
-fn env() -> &'static Env {
-    static ENV: OnceLock<Env> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let catalog = catalog::load_catalog(root)
-            .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let target = runtime
-            .block_on(acquire(
-                &TargetSpec::Embedded,
-                grove_reference_operator::crds(),
-                true,
-            ))
-            .unwrap_or_else(|e| {
-                panic!(
-                    "the embedded target is not available:\n{:#}",
-                    errors::chain(&e)
-                )
-            });
-        Env {
-            runtime,
-            target,
-            catalog: Arc::new(catalog),
-        }
-    })
+fn env() -> Env {
+    let world = common::embedded_world();
+    Env {
+        runtime: &world.runtime,
+        target: world.target(),
+        catalog: common::repository_catalog(),
+    }
 }
 
 /// A case on the `single-clique` fixture that waits (up to `within`) for a completion no
@@ -83,11 +63,7 @@ fn context(implementation: ImplementationSpec, logs: &Path) -> RunContext {
     )
 }
 
-fn reference() -> ImplementationSpec {
-    ImplementationSpec::Reference {
-        program: PathBuf::from(env!("CARGO_BIN_EXE_grove-conformance")),
-    }
-}
+use common::reference;
 
 /// The namespaces the case made that are neither gone nor being deleted.
 async fn live_namespaces(case: &str) -> Vec<String> {

@@ -11,69 +11,19 @@
 //! On a real cluster a step that needs a capability the target lacks (a kubelet that writes
 //! no terminal phase, say) reports `skipped: <reason>` on stderr.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, RwLock};
+mod common;
 
-use grove_conformance::catalog::{self, Catalog};
-use grove_conformance::cluster::{TargetGuard, TargetOptions, acquire};
-use grove_conformance::errors;
-use grove_conformance::implementation::ImplementationSpec;
+use std::path::{Path, PathBuf};
+use std::sync::{OnceLock, RwLock};
+
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::case::{RunContext, needs_exclusive, run_case};
 use grove_conformance::runner::default_jobs;
 use rstest::rstest;
 
-struct Env {
-    runtime: tokio::runtime::Runtime,
-    target: Result<TargetGuard, String>,
-    embedded: bool,
-    catalog: Arc<Catalog>,
-    logs: PathBuf,
-}
-
-/// The target of every case test of this binary, acquired once: the embedded cluster, or the
-/// cluster of `GROVE_CONFORMANCE_KUBECONFIG` (then nothing embedded starts).
-fn env() -> &'static Env {
-    static ENV: OnceLock<Env> = OnceLock::new();
-    ENV.get_or_init(|| {
-        grove_conformance::host::logging::init(grove_conformance::host::logging::DEFAULT_FILTER);
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let catalog = catalog::load_catalog(root)
-            .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
-        let options = TargetOptions::from_env().unwrap_or_else(|e| panic!("{e}"));
-        let spec = options
-            .spec(Path::new(env!("CARGO_BIN_EXE_grove-conformance")))
-            .unwrap_or_else(|e| panic!("{e}"));
-        // A runtime of its own, so clients and the fleet outlive any single test.
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .thread_name("grove-catalog")
-            .build()
-            .expect("failed to build the shared runtime");
-        let target = runtime
-            .block_on(acquire(&spec, grove_reference_operator::crds(), true))
-            .map_err(|e| format!("{:#}", errors::chain(&e)));
-        // The target lives in a static, which is never dropped: the kind cluster is deleted by
-        // a watchdog once this process has ended.
-        if let Ok(guard) = &target
-            && let Some(cluster) = guard.kind_cluster()
-        {
-            grove_conformance::cluster::kind::delete_when_gone(
-                std::process::id(),
-                &cluster.kind,
-                &cluster.name,
-            )
-            .expect("failed to start the kind cluster's watchdog");
-        }
-        Env {
-            runtime,
-            target,
-            embedded: !spec.real_kubelets(),
-            catalog: Arc::new(catalog),
-            logs: root.join("target/grove-conformance-test-logs"),
-        }
-    })
+/// Where the implementation's logs of the case tests go.
+fn logs() -> PathBuf {
+    common::root().join("target/grove-conformance-test-logs")
 }
 
 /// How many case tests run at once on real kubelets, where each pod costs a real container:
@@ -93,24 +43,21 @@ fn same_file(a: &Path, b: &Path) -> bool {
 
 #[rstest]
 fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
-    let env = env();
-    let target = match &env.target {
-        Ok(t) => t.handles().clone(),
-        Err(reason) => panic!("the target cluster is not available:\n{reason}"),
-    };
-    let case = env
-        .catalog
+    let world = common::world();
+    let target = world.target().handles().clone();
+    let catalog = common::repository_catalog();
+    let embedded = !world.real_kubelets;
+    let case = catalog
         .cases
         .iter()
         .find(|c| same_file(&c.path, &path))
         .unwrap_or_else(|| panic!("{} is not in the catalog", path.display()))
         .clone();
-    std::fs::create_dir_all(&env.logs).unwrap();
-    let implementation = ImplementationSpec::Reference {
-        program: PathBuf::from(env!("CARGO_BIN_EXE_grove-conformance")),
-    };
-    let _slot = (!env.embedded).then(|| {
-        env.runtime
+    std::fs::create_dir_all(logs()).unwrap();
+    let implementation = common::reference();
+    let _slot = (!embedded).then(|| {
+        world
+            .runtime
             .block_on(real_kubelet_slots().acquire())
             .expect("the semaphore is never closed")
     });
@@ -119,26 +66,20 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
     static CLUSTER: RwLock<()> = RwLock::new(());
     let _alone;
     let _shared;
-    if needs_exclusive(&case, &env.catalog, &implementation, &target.pods) {
+    if needs_exclusive(&case, &catalog, &implementation, &target.pods) {
         _alone = CLUSTER.write().unwrap_or_else(|p| p.into_inner());
     } else {
         _shared = CLUSTER.read().unwrap_or_else(|p| p.into_inner());
     }
     let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
-    let result = env.runtime.block_on(async {
-        let context = RunContext::new(
-            &target,
-            implementation,
-            env.catalog.clone(),
-            env.logs.clone(),
-            events,
-        );
+    let result = world.runtime.block_on(async {
+        let context = RunContext::new(&target, implementation, catalog.clone(), logs(), events);
         run_case(&context, &case).await
     });
     receiver.close();
     match result.outcome {
         Outcome::Pass => {}
-        Outcome::Skip { reason } if !env.embedded => eprintln!("skipped: {reason}"),
+        Outcome::Skip { reason } if !embedded => eprintln!("skipped: {reason}"),
         Outcome::Skip { reason } => panic!(
             "case {} was skipped on the embedded target with the reference operator, where every case must run: {reason}",
             case.name

@@ -1,10 +1,12 @@
 //! The embedded cluster against itself: real etcd, apiserver, garbage collector and namespace
 //! controller, and the simulated kubelet behaving like a real one.
 
+mod common;
+
 use std::time::Duration;
 
 use futures::StreamExt;
-use grove_conformance::cluster::embedded::{self, EmbeddedCluster, Shared};
+use grove_conformance::cluster::embedded::EmbeddedCluster;
 use grove_conformance::kubelets::simulated::{NodeLoss, Taint};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -32,10 +34,6 @@ fn widget_crd() -> CustomResourceDefinition {
     .unwrap()
 }
 
-fn shared() -> &'static Shared {
-    embedded::shared(|| vec![widget_crd()])
-}
-
 /// Runs a test body against the shared cluster; the cluster failing to start fails the test
 /// with its reason.
 fn with_cluster<F, Fut>(name: &str, body: F)
@@ -43,11 +41,7 @@ where
     F: FnOnce(Client, &'static EmbeddedCluster, String) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let env = shared();
-    let cluster = match env.cluster() {
-        Ok(c) => c,
-        Err(reason) => panic!("the embedded cluster did not start:\n{reason:#}"),
-    };
+    let (env, cluster) = common::shared_cluster(|| vec![widget_crd()]);
     let client = cluster.client();
     let namespace = format!("cp-{name}");
     env.block_on(async move {

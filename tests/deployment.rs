@@ -14,12 +14,13 @@
 //! Needs `GROVE_CONFORMANCE_TARGET=kind` (a Deployment's pods need real kubelets); on any
 //! other target it says `skipped:` with the reason and checks nothing else.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use grove_conformance::catalog;
 use grove_conformance::cluster::{TargetOptions, acquire, kind};
 use grove_conformance::errors;
 use grove_conformance::host::image::{self, Role};
@@ -30,7 +31,6 @@ use grove_conformance::implementation::{ImplementationSpec, Instance, InstanceEr
 use grove_conformance::proxy::{ApiProxy, Credentials, ProxyOptions};
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::{RunSettings, run_cases};
-use grove_conformance::vocab::{Revision, Vocabulary};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::{Scope, pinned_kind};
@@ -306,8 +306,8 @@ fn the_deployed_reference_operator_passes_with_every_fault_and_is_restored() {
         );
         return;
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let harness = Path::new(env!("CARGO_BIN_EXE_grove-conformance"));
+    let root = common::root();
+    let harness = common::harness_binary();
     let spec = options.spec(harness).unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let target = runtime
@@ -315,16 +315,13 @@ fn the_deployed_reference_operator_passes_with_every_fault_and_is_restored() {
         .unwrap_or_else(|e| panic!("{:#}", errors::chain(&e)));
     let cluster = target.kind_cluster().expect("a kind target").name.clone();
     let tag = format!("grove-reference-operator:test-{}", std::process::id());
-    image::build(harness, &tag, Role::ReferenceOperator, &root).unwrap();
+    image::build(harness, &tag, Role::ReferenceOperator, root).unwrap();
     kind::load_image(&cluster, &tag).unwrap();
     let _ = Command::new("docker").args(["rmi", &tag]).output();
     let gateway = kind::network_gateway().unwrap();
     let handles = target.handles().clone();
     let client = handles.client.clone();
-    let catalog = Arc::new(
-        catalog::load_catalog(&root)
-            .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d))),
-    );
+    let catalog = common::repository_catalog();
     let logs = tempfile::tempdir().unwrap();
 
     runtime.block_on(async {
@@ -412,14 +409,8 @@ fn the_deployed_reference_operator_passes_with_every_fault_and_is_restored() {
             "a case of the deployed subset is missing from the catalog"
         );
         let settings = RunSettings {
-            implementation: spec_of(NAME, gateway),
-            vocab: Vocabulary::new(Revision::default()),
             jobs: 4,
-            keep_namespaces: false,
-            log_dir: logs.path().join("run"),
-            fail_fast: false,
-            api_proxy: true,
-            durations: Default::default(),
+            ..common::settings(spec_of(NAME, gateway), logs.path().join("run"))
         };
         let results = run_cases(&handles, catalog.clone(), cases, &settings, |_| {})
             .await
@@ -455,7 +446,7 @@ fn the_deployed_reference_operator_passes_with_every_fault_and_is_restored() {
     let before = runtime.block_on(view(&client, NAME));
     let out = tempfile::tempdir().unwrap();
     let mut child = Command::new(harness)
-        .current_dir(&root)
+        .current_dir(root)
         .args(["run", "--kubeconfig"])
         .arg(&handles.kubeconfig)
         .args([
@@ -503,7 +494,7 @@ fn the_deployed_reference_operator_passes_with_every_fault_and_is_restored() {
     // run of the same focus counts.
     let conformance = format!("grove-conformance-test/conformance:{}", std::process::id());
     let busybox = format!("grove-conformance-test/busybox:{}", std::process::id());
-    image::build(harness, &conformance, Role::Conformance, &root).unwrap();
+    image::build(harness, &conformance, Role::Conformance, root).unwrap();
     let tagged = Command::new("docker")
         .args(["tag", "busybox:latest", &busybox])
         .status()
@@ -517,7 +508,7 @@ fn the_deployed_reference_operator_passes_with_every_fault_and_is_restored() {
     let deployment = format!("{NAMESPACE}/{NAME}");
     let direct = tempfile::tempdir().unwrap();
     let run = Command::new(harness)
-        .current_dir(&root)
+        .current_dir(root)
         .args(["run", "--kubeconfig"])
         .arg(&handles.kubeconfig)
         .args([

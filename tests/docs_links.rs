@@ -6,6 +6,8 @@
 //! definitions give, and `.ci/run` runs the commands the README says CI runs. None of it
 //! needs mdBook: the book's build is `.ci/run`'s.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
@@ -243,7 +245,7 @@ fn includes(text: &str) -> Vec<(usize, String)> {
 }
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    common::root().to_path_buf()
 }
 
 fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -2,18 +2,16 @@
 //! (they pass `lint` beside the catalog), and a sample of them passes against the reference
 //! operator on the embedded cluster through the normal runner.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use grove_conformance::campaign::explore as files;
 use grove_conformance::catalog;
-use grove_conformance::cluster::{TargetOptions, acquire};
-use grove_conformance::errors;
 use grove_conformance::explore::{Body, Scenario, scenario, shrink};
-use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::{RunSettings, run_cases};
-use grove_conformance::vocab::Vocabulary;
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
@@ -30,7 +28,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn written_scenarios_and_shrunk_ones_pass_lint_beside_the_catalog() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = common::root();
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&root.join("cases"), &dir.path().join("cases"));
     copy_dir(&root.join("fixtures"), &dir.path().join("fixtures"));
@@ -62,36 +60,19 @@ fn written_scenarios_and_shrunk_ones_pass_lint_beside_the_catalog() {
 
 #[test]
 fn generated_scenarios_pass_against_the_reference_operator() {
-    grove_conformance::host::logging::init(grove_conformance::host::logging::DEFAULT_FILTER);
-    let options = TargetOptions::from_env().unwrap_or_else(|e| panic!("{e}"));
-    let spec = options
-        .spec(Path::new(env!("CARGO_BIN_EXE_grove-conformance")))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let world = common::world();
     let scenarios: Vec<(Scenario, Option<String>)> =
         (0..16).map(|i| (scenario(2026, i, 2), None)).collect();
-    let logs: PathBuf =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/grove-conformance-test-logs");
+    let logs: PathBuf = common::root().join("target/grove-conformance-test-logs");
     let (catalog, cases) = files::catalog(&logs, &scenarios)
         .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
-    let results = runtime.block_on(async {
-        let target = acquire(&spec, grove_reference_operator::crds(), true)
-            .await
-            .unwrap_or_else(|e| panic!("{:#}", errors::chain(&e)));
+    let results = world.runtime.block_on(async {
         let settings = RunSettings {
-            implementation: ImplementationSpec::Reference {
-                program: PathBuf::from(env!("CARGO_BIN_EXE_grove-conformance")),
-            },
-            vocab: Vocabulary::default(),
             jobs: 8,
-            keep_namespaces: false,
-            log_dir: logs.join("explore"),
-            fail_fast: false,
-            api_proxy: true,
-            durations: Default::default(),
+            ..common::settings(common::reference(), logs.join("explore"))
         };
         run_cases(
-            target.handles(),
+            world.target().handles(),
             Arc::new(catalog),
             cases,
             &settings,

@@ -7,6 +7,8 @@
 //! --test fuzz_catalog -- --nocapture` keeps generating for that long and prints how many
 //! inputs it tried.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,7 +18,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    common::root().to_path_buf()
 }
 
 /// Every case and fixture file of the catalog, as (path, text).

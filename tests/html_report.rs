@@ -5,6 +5,8 @@
 //! `target/grove-conformance-artifacts/`. Without Chromium (Debian: `apt-get install
 //! chromium`) the test says `skipped: <reason>`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -297,8 +299,7 @@ fn the_page_of_a_run_with_a_failed_256_pod_case_marks_and_draws_it() {
     println!("page: {} bytes, loaded in {load_ms} ms", page.len());
     assert!(load_ms < 1000, "the page took {load_ms} ms to load");
     // A screenshot, kept for people to look at.
-    let artifacts =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/grove-conformance-artifacts");
+    let artifacts = common::root().join("target/grove-conformance-artifacts");
     std::fs::create_dir_all(&artifacts).unwrap();
     std::fs::write(artifacts.join("conformance-html-fixture.html"), &page).unwrap();
     let shot = artifacts.join("conformance-html-failed-case.png");

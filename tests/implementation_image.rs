@@ -5,19 +5,15 @@
 //! (kill and start of the container). Without a Docker engine the test says `skipped:` with
 //! the reason and checks nothing else.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::Arc;
+mod common;
 
-use grove_conformance::catalog;
-use grove_conformance::cluster::{TargetSpec, acquire};
-use grove_conformance::errors;
+use std::process::Command;
+
 use grove_conformance::implementation::ImplementationSpec;
 use grove_conformance::implementation::container::{OWNER_LABEL, docker_available};
 use grove_conformance::implementation::{Instance, Setup};
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::{RunSettings, Selection};
-use grove_conformance::vocab::{Revision, Vocabulary};
 
 #[test]
 fn the_reference_operator_image_passes_cases_that_pause_and_crash_it() {
@@ -30,19 +26,15 @@ fn the_reference_operator_image_passes_cases_that_pause_and_crash_it() {
         std::process::id()
     );
     grove_conformance::host::image::build(
-        Path::new(env!("CARGO_BIN_EXE_grove-conformance")),
+        common::harness_binary(),
         &tag,
         grove_conformance::host::image::Role::ReferenceOperator,
-        Path::new(env!("CARGO_MANIFEST_DIR")),
+        common::root(),
     )
     .unwrap();
     let _image = RemoveImage(tag.clone());
 
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let catalog = Arc::new(
-        catalog::load_catalog(&root)
-            .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d))),
-    );
+    let catalog = common::repository_catalog();
     let names = [
         "all-pods-succeed-completes-clique",
         "succeeded-pod-deleted-while-paused-still-completes",
@@ -60,29 +52,18 @@ fn the_reference_operator_image_passes_cases_that_pause_and_crash_it() {
         .collect();
     assert_eq!(cases.len(), names.len());
     let logs = tempfile::tempdir().unwrap();
+    let image = ImplementationSpec::Image {
+        image: tag.clone(),
+        args: Some("run --kubeconfig {kubeconfig} --namespace {namespace}".into()),
+        setup: Setup::default(),
+    };
     let settings = RunSettings {
-        implementation: ImplementationSpec::Image {
-            image: tag.clone(),
-            args: Some("run --kubeconfig {kubeconfig} --namespace {namespace}".into()),
-            setup: Setup::default(),
-        },
-        vocab: Vocabulary::new(Revision::default()),
         jobs: 3,
-        keep_namespaces: false,
-        log_dir: logs.path().to_path_buf(),
-        fail_fast: false,
-        api_proxy: true,
-        durations: Default::default(),
+        ..common::settings(image, logs.path())
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (results, version_log) = runtime.block_on(async {
-        let target = acquire(
-            &TargetSpec::Embedded,
-            grove_reference_operator::crds(),
-            true,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{:#}", errors::chain(&e)));
+        let target = common::embedded_target().await;
         let results = grove_conformance::runner::run_cases(
             target.handles(),
             catalog.clone(),

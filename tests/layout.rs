@@ -6,6 +6,8 @@
 //! whose doc has no such line, or one it cannot read. The pure core, `core/`, is kept pure by
 //! its crate's dependencies.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -19,7 +21,7 @@ enum MayUse {
 }
 
 fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    common::root().join("src")
 }
 
 /// The modules of the pure core the crate re-exports (`pub use grove_conformance_core::{…}` in
@@ -199,9 +201,7 @@ fn each_folder_uses_only_what_its_module_doc_allows() {
 
 #[test]
 fn the_core_crate_has_no_kube_client_and_no_async_runtime() {
-    let manifest =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("core/Cargo.toml"))
-            .unwrap();
+    let manifest = std::fs::read_to_string(common::root().join("core/Cargo.toml")).unwrap();
     let deps = manifest
         .split("[dependencies]")
         .nth(1)
@@ -292,4 +292,45 @@ fn a_missing_or_garbled_may_use_line_is_an_error_naming_file_and_line() {
         err.starts_with("src/proxy/mod.rs:3: a second `May use:` line"),
         "{err}"
     );
+}
+
+/// The most lines a hand-written source file holds (its `#[cfg(test)] mod tests` at the end,
+/// and files named `tests.rs`, aside): past it a file holds more than one job.
+const MAX_FILE_LINES: usize = 700;
+
+/// The lines of a source file before its trailing unit tests.
+fn code_lines(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .windows(2)
+        .position(|w| w[0] == "#[cfg(test)]" && w[1].starts_with("mod tests"))
+        .unwrap_or(lines.len())
+}
+
+#[test]
+fn no_hand_written_file_is_over_the_line_limit() {
+    let mut files = Vec::new();
+    for dir in ["src", "core/src", "reference-operator/src"] {
+        rust_files(&common::root().join(dir), &mut files);
+    }
+    let long: Vec<String> = files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs"))
+        .filter_map(|f| {
+            let n = code_lines(&std::fs::read_to_string(f).unwrap());
+            (n > MAX_FILE_LINES).then(|| format!("{}: {n} lines", f.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "over {MAX_FILE_LINES} lines; split along what each part does:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn trailing_unit_tests_do_not_count_towards_the_limit() {
+    let text = "a\nb\n#[cfg(test)]\nmod tests {\n    x\n}\n";
+    assert_eq!(code_lines(text), 2);
+    assert_eq!(code_lines("a\nb\nc\n"), 3);
 }

@@ -8,6 +8,8 @@
 //! Reaction measurement: `cargo test --release --test reference_operator -- --nocapture measure`;
 //! the 512-pod measurement is `examples/operator_scale.rs`.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -16,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use grove_conformance::cluster::embedded::{self, EmbeddedCluster, Shared};
+use grove_conformance::cluster::embedded::EmbeddedCluster;
 use grove_reference_operator::api::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
 use grove_reference_operator::controller::{RunOptions, run_until};
 use grove_reference_operator::names::{
@@ -40,10 +42,6 @@ const WAIT: Duration = Duration::from_secs(30);
 
 // =============================================================================================
 // Harness.
-
-fn shared() -> &'static Shared {
-    embedded::shared(grove_reference_operator::crds)
-}
 
 /// How a test runs the operator.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -77,10 +75,7 @@ where
             .with_writer(std::io::stderr)
             .try_init();
     }
-    let env = shared();
-    let cluster = env
-        .cluster()
-        .unwrap_or_else(|reason| panic!("the embedded cluster did not start:\n{reason:#}"));
+    let (env, cluster) = common::shared_cluster(grove_reference_operator::crds);
     let client = cluster.client();
     let ns = format!("ro-{name}");
     env.block_on(async move {
@@ -154,7 +149,7 @@ impl Drop for Operator {
 /// Installs the service account, ClusterRole and binding of `reference-operator/deploy` and
 /// returns a kubeconfig that acts as that service account.
 async fn deployed_kubeconfig(client: &Client, admin: &Path) -> PathBuf {
-    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("reference-operator/deploy");
+    let deploy = common::root().join("reference-operator/deploy");
     let read = |file: &str| std::fs::read_to_string(deploy.join(file)).unwrap();
     let apply = PatchParams::apply("reference-operator-tests").force();
     let namespace: Namespace = serde_yaml::from_str(&read("namespace.yaml")).unwrap();
@@ -211,7 +206,7 @@ impl OperatorProcess {
             .append(true)
             .open(&log)
             .unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_grove-conformance"));
+        let mut command = Command::new(common::harness_binary());
         command
             .arg("reference-operator")
             .arg("--kubeconfig")

@@ -1,6 +1,8 @@
 //! Self-tests of the case language: the real catalog, parser diagnostics, fixtures, lint,
 //! coverage and revision applicability.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,7 +16,7 @@ use grove_conformance::vocab::{Feature, Kind, Revision, Term};
 use rstest::rstest;
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    common::root().to_path_buf()
 }
 
 fn fixtures() -> BTreeSet<String> {

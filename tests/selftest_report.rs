@@ -1,6 +1,8 @@
 //! Self-tests of the reporters: JUnit against a golden file, the summary table, the
 //! conformance report, the progress line and the exit codes.
 
+mod common;
+
 use std::fs;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -144,9 +146,7 @@ fn fixed_time() -> Timestamp {
 }
 
 fn golden(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name)
+    common::root().to_path_buf().join("tests/golden").join(name)
 }
 
 fn check_golden(name: &str, actual: &str) {
@@ -269,7 +269,7 @@ fn exit_codes_follow_the_documented_table() {
 
 #[test]
 fn the_readme_and_the_book_give_the_table_of_exit_codes() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = common::root();
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     assert!(
         readme.contains(&report::exit_table()),

@@ -204,7 +204,7 @@ fn the_listed_plans_of_the_shards_hold_every_case_once() {
             .collect()
     };
     let all = names(&["run", "--list"]);
-    let catalog = grove_conformance::catalog::load_catalog(Path::new(".")).unwrap();
+    let catalog = common::repository_catalog();
     assert_eq!(all.len(), catalog.cases.len());
     let mut sharded = Vec::new();
     for i in 1..=3 {

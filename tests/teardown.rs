@@ -1,5 +1,7 @@
 //! Nothing we start outlives us: not on drop, not when our process is SIGKILLed.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -83,7 +85,7 @@ fn dropping_the_control_plane_stops_every_process_and_removes_its_files() {
 
 #[test]
 fn a_sigkilled_harness_takes_its_control_plane_with_it() {
-    let mut up = Command::new(env!("CARGO_BIN_EXE_grove-conformance"))
+    let mut up = Command::new(common::harness_binary())
         .args(["up", "--nodes", "1"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

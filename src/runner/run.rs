@@ -69,6 +69,24 @@ pub struct RunSettings {
     pub durations: Durations,
 }
 
+impl Default for RunSettings {
+    /// As `grove-conformance run` has it on the simulated fleet, against an implementation
+    /// already running in the cluster (`External`: name another with `implementation`), its
+    /// logs in `grove-conformance-results/logs`.
+    fn default() -> RunSettings {
+        RunSettings {
+            implementation: ImplementationSpec::External,
+            vocab: Vocabulary::default(),
+            jobs: default_jobs(false),
+            keep_namespaces: false,
+            log_dir: PathBuf::from("grove-conformance-results/logs"),
+            fail_fast: false,
+            api_proxy: true,
+            durations: Durations::default(),
+        }
+    }
+}
+
 /// Runs `case` (`run` reports its result), turning a panic into an error result: a case the
 /// harness broke on is reported, never lost.
 async fn guarded(

@@ -11,7 +11,7 @@ use std::time::Instant;
 use grove_conformance::campaign::explore as files;
 use grove_conformance::catalog;
 use grove_conformance::cluster::TargetHandles;
-use grove_conformance::explore::{Scenario, scenario, shrink};
+use grove_conformance::explore::{Scenario, scenario, scenario_with_faults, shrink};
 use grove_conformance::implementation::admission;
 use grove_conformance::report::{self, Exit, Outcome};
 use grove_conformance::runner::{self, RunSettings};
@@ -39,6 +39,11 @@ pub(crate) struct ExploreArgs {
     /// Do not shrink failing scenarios (write them as generated).
     #[arg(long)]
     no_shrink: bool,
+    /// Also compose faults into the rounds: pauses and crashes pinned before or after a
+    /// request the round makes, holds of the implementation's view, refusals for a while. A
+    /// scenario whose fault never fired is skipped (not reached), never passed.
+    #[arg(long)]
+    faults: bool,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -57,7 +62,13 @@ pub(crate) fn explore(args: &ExploreArgs) -> CliResult {
     let r = &args.run;
     run::create_out_dir(&r.out)?;
     let scenarios: Vec<Scenario> = (0..args.runs)
-        .map(|i| scenario(args.seed, i, args.size))
+        .map(|i| {
+            if args.faults {
+                scenario_with_faults(args.seed, i, args.size)
+            } else {
+                scenario(args.seed, i, args.size)
+            }
+        })
         .collect();
     let (catalog, _) = build(
         &r.out,
@@ -70,8 +81,11 @@ pub(crate) fn explore(args: &ExploreArgs) -> CliResult {
         None => selected.clone(),
     };
     let generated = format!(
-        "explore: seed {} runs {} size {}",
-        args.seed, args.runs, args.size
+        "explore: seed {} runs {} size {}{}",
+        args.seed,
+        args.runs,
+        args.size,
+        if args.faults { " faults" } else { "" }
     );
     let scratch = run::scratch_dir()?;
     let prepared = run::prepare_admission(r, scratch.path())?;

@@ -84,13 +84,33 @@ impl Round {
         }
     }
 
-    /// What the model sees of it: the pod changes it makes, all in one observation.
+    /// Whether a fault is composed into it ([`super::faults`]).
+    pub fn faulted(&self) -> bool {
+        self.0.iter().any(super::faults::is_fault)
+    }
+
+    /// The same round without its faults: its pod actions, seen as they were.
+    pub fn without_faults(&self) -> Round {
+        if !self.faulted() {
+            return self.clone();
+        }
+        let pods: Vec<PodStep> = self.pods().cloned().collect();
+        if self.paused() {
+            Round::together(pods)
+        } else {
+            Round(pods.into_iter().map(StepKind::Pods).collect())
+        }
+    }
+
+    /// What the model sees of it: the pod changes it makes, all in one observation. Its
+    /// faults change nothing the clauses require, so the model sees none of them.
     pub fn events(&self) -> Result<Vec<PodEvent>, Unjudged> {
         let mut out = Vec::new();
         for step in &self.0 {
             match step {
                 StepKind::Pods(p) => out.push(pod_event(p)?),
                 StepKind::Controller(ControllerStep { when: None, .. }) => {}
+                fault if super::faults::is_fault(fault) => {}
                 other => return Err(Unjudged::Unmodelled(other.keyword())),
             }
         }
@@ -184,15 +204,22 @@ pub struct Scenario {
     pub body: Body,
     /// How it was made smaller from the generated one (empty when not shrunk).
     pub shrink_path: Vec<String>,
+    /// Drawn with faults (`explore --faults`).
+    pub faults: bool,
 }
 
 impl Scenario {
-    /// The scenario's name: `explore-<seed>-<index>`.
+    /// The scenario's name: `explore-<seed>-<index>` (`explore-faults-…` with faults).
     pub fn name(&self) -> String {
-        if self.shrink_path.is_empty() {
-            format!("explore-{}-{}", self.seed, self.index)
+        let kind = if self.faults {
+            "explore-faults"
         } else {
-            format!("explore-{}-{}-shrunk", self.seed, self.index)
+            "explore"
+        };
+        if self.shrink_path.is_empty() {
+            format!("{kind}-{}-{}", self.seed, self.index)
+        } else {
+            format!("{kind}-{}-{}-shrunk", self.seed, self.index)
         }
     }
 }
@@ -216,6 +243,7 @@ pub fn scenario(seed: u64, index: u32, size: u32) -> Scenario {
                     shape: bad,
                     body: Body::Rejected { clause, field },
                     shrink_path: Vec::new(),
+                    faults: false,
                 };
             }
             None => Body::Rounds(rounds(&mut rng, &shape, size)),
@@ -229,7 +257,20 @@ pub fn scenario(seed: u64, index: u32, size: u32) -> Scenario {
         shape,
         body,
         shrink_path: Vec::new(),
+        faults: false,
     }
+}
+
+/// Scenario `index` of `seed` at size `size` with faults: [`scenario`]'s, with faults composed
+/// into its rounds ([`super::faults`]); a rejected shape stays as it is.
+pub fn scenario_with_faults(seed: u64, index: u32, size: u32) -> Scenario {
+    let mut s = scenario(seed, index, size);
+    if let Body::Rounds(rounds) = &s.body {
+        let mut rng = super::faults::fault_rng(seed, index);
+        s.body = Body::Rounds(super::faults::with_faults(&mut rng, &s.shape, rounds));
+    }
+    s.faults = true;
+    s
 }
 
 /// A shape the V clauses admit: 1–2 PCS replicas, standalone cliques and groups (1–3

@@ -5,6 +5,7 @@
 //! and made smaller when one fails ([`shrink`]).
 
 mod expect;
+pub mod faults;
 mod fixture;
 pub mod generate;
 pub mod render;
@@ -14,4 +15,4 @@ pub mod shrink;
 #[cfg(test)]
 mod tests;
 
-pub use generate::{Body, Round, Scenario, Unjudged, on_pod, scenario};
+pub use generate::{Body, Round, Scenario, Unjudged, on_pod, scenario, scenario_with_faults};

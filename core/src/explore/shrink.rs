@@ -20,6 +20,7 @@ pub fn candidates(s: &Scenario) -> Vec<Scenario> {
             shape,
             body,
             shrink_path: path,
+            faults: s.faults,
         };
         if let Some(c) = revalidated(c, s) {
             out.push(c);
@@ -46,6 +47,18 @@ pub fn candidates(s: &Scenario) -> Vec<Scenario> {
                 Body::Rounds(v),
                 format!("step {k} dropped"),
             );
+        }
+        // Fewer faults.
+        for (k, round) in steps.iter().enumerate() {
+            if round.faulted() {
+                let mut v = steps.clone();
+                v[k] = round.without_faults();
+                push(
+                    s.shape.clone(),
+                    Body::Rounds(v),
+                    format!("fault of step {k} dropped"),
+                );
+            }
         }
         // Fewer actions in a batch; a batch seen one action at a time.
         for (k, round) in steps.iter().enumerate() {

@@ -4,9 +4,12 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::generate::{Body, predictions, scenario};
+use super::generate::{Body, predictions, scenario, scenario_with_faults};
 use super::{render, shrink};
-use crate::catalog::{PodAction, Pos, parse_case_with_fixtures, parse_fixture, write_case};
+use crate::catalog::{
+    ControllerStep, PodAction, Pos, StepKind, Trigger, parse_case_with_fixtures, parse_fixture,
+    write_case,
+};
 use crate::model::admit;
 
 #[test]
@@ -173,4 +176,92 @@ fn a_built_scenario_reads_back_as_the_case_it_was_built_as() {
         }
     }
     assert!(rounds > 100, "{rounds}");
+}
+
+/// With faults a scenario is the same scenario plus its faults: the shape and every round's
+/// pod actions are those drawn without them, and the model predicts the same states.
+#[test]
+fn faults_are_added_to_the_same_scenario_and_change_no_prediction() {
+    let mut faulted = 0;
+    for i in 0..200 {
+        let plain = scenario(21, i, 3);
+        let with = scenario_with_faults(21, i, 3);
+        assert_eq!(with.shape, plain.shape);
+        assert!(
+            with.name().starts_with("explore-faults-"),
+            "{}",
+            with.name()
+        );
+        match (&with.body, &plain.body) {
+            (Body::Rounds(a), Body::Rounds(b)) => {
+                assert_eq!(a.len(), b.len());
+                for (x, y) in a.iter().zip(b) {
+                    assert_eq!(&x.without_faults(), y);
+                    faulted += usize::from(x.faulted());
+                }
+                assert_eq!(
+                    predictions(&with.shape, a).unwrap(),
+                    predictions(&plain.shape, b).unwrap()
+                );
+            }
+            (a, b) => assert_eq!(a, b),
+        }
+    }
+    assert!(faulted > 100, "{faulted} faulted rounds");
+}
+
+/// Every kind of fault is drawn, each a step the case language has, and a faulted scenario's
+/// case reads back as it was built; its faults can be shrunk away.
+#[test]
+fn every_kind_of_fault_is_drawn_and_written_as_a_case() {
+    let mut seen = BTreeSet::new();
+    for i in 0..300 {
+        let s = scenario_with_faults(23, i, 3);
+        let Body::Rounds(rounds) = &s.body else {
+            continue;
+        };
+        for step in rounds.iter().flat_map(|r| &r.0) {
+            let what = match step {
+                StepKind::Controller(ControllerStep {
+                    action,
+                    when: Some(Trigger::Request(pin)),
+                }) => format!("{action:?} {}", if pin.after { "after" } else { "before" }),
+                StepKind::Fault(_) => "hold".into(),
+                StepKind::Refuse(_) => "refuse".into(),
+                _ => continue,
+            };
+            seen.insert(what);
+        }
+        let name = s.name();
+        let built = render::build(&s, &name).unwrap();
+        let text = write_case(&built);
+        let known = BTreeSet::from([name.clone()]);
+        let mut again = parse_case_with_fixtures(Path::new(&format!("{name}.yaml")), &text, &known)
+            .unwrap_or_else(|d| panic!("{text}\n{d:?}"));
+        for step in &mut again.steps {
+            step.pos = Pos::default();
+        }
+        again.terms.clear();
+        again.features.clear();
+        assert_eq!(again, built, "{text}");
+        if rounds.iter().any(|r| r.faulted()) {
+            assert!(
+                shrink::candidates(&s)
+                    .iter()
+                    .any(|c| c.shrink_path[0].starts_with("fault of step")),
+                "{name}: no candidate drops a fault"
+            );
+        }
+    }
+    let want = [
+        "Crash after",
+        "Crash before",
+        "Pause after",
+        "Pause before",
+        "hold",
+        "refuse",
+    ];
+    for w in want {
+        assert!(seen.contains(w), "no `{w}` drawn: {seen:?}");
+    }
 }

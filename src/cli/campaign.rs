@@ -140,6 +140,7 @@ pub(crate) fn sweep(
         vocab: Vocabulary::new(revision),
         jobs,
         keep_namespaces: false,
+        restraint_fails_every_case: false,
         log_dir: logs.clone(),
         fail_fast: false,
         api_proxy: true,

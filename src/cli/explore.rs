@@ -91,7 +91,12 @@ pub(crate) fn explore(args: &ExploreArgs) -> CliResult {
     let prepared = run::prepare_admission(r, scratch.path())?;
     let implementation = run::implementation(r, &prepared)?;
     let (impl_name, impl_version) = run::implementation_name(r, &implementation);
-    let settings = run::run_settings(r, implementation);
+    // Explore certifies nothing: L2 fails every scenario that breaches it, though generated
+    // cases are `core` and L2 is provisional.
+    let settings = RunSettings {
+        restraint_fails_every_case: true,
+        ..run::run_settings(r, implementation)
+    };
     let spec = run::target_spec(r)?;
     if cases.is_empty() {
         let shard = r.shard.expect("only a shard selects nothing here");

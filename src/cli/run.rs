@@ -308,6 +308,7 @@ pub(crate) fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -
             .jobs
             .unwrap_or_else(|| runner::default_jobs(args.target_options().real_kubelets())),
         keep_namespaces: args.keep_namespaces,
+        restraint_fails_every_case: false,
         log_dir: args.out.join("logs"),
         fail_fast: args.fail_fast,
         api_proxy: !args.no_api_proxy,

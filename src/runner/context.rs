@@ -34,6 +34,7 @@ impl RunContext {
             vocab: Vocabulary::default(),
             catalog,
             keep_namespaces: false,
+            restraint_fails_every_case: false,
             log_dir,
             events,
             inject_pin: None,

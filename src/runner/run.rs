@@ -56,6 +56,9 @@ pub struct RunSettings {
     pub jobs: usize,
     /// Keep case namespaces afterwards.
     pub keep_namespaces: bool,
+    /// L2 fails every case that breaches it, not only `extended` ones (explore's scenarios,
+    /// which certify nothing).
+    pub restraint_fails_every_case: bool,
     /// Where implementation logs go.
     pub log_dir: PathBuf,
     /// After the first case that fails or errors, start no further case (they are reported
@@ -79,6 +82,7 @@ impl Default for RunSettings {
             vocab: Vocabulary::default(),
             jobs: default_jobs(false),
             keep_namespaces: false,
+            restraint_fails_every_case: false,
             log_dir: PathBuf::from("grove-conformance-results/logs"),
             fail_fast: false,
             api_proxy: true,
@@ -339,6 +343,7 @@ pub async fn run_cases(
         api_proxy: settings.api_proxy,
         vocab: settings.vocab,
         keep_namespaces: settings.keep_namespaces,
+        restraint_fails_every_case: settings.restraint_fails_every_case,
         ..RunContext::new(
             target,
             settings.implementation.clone(),
@@ -399,6 +404,7 @@ mod tests {
             vocab: Vocabulary::default(),
             jobs: 1,
             keep_namespaces: false,
+            restraint_fails_every_case: false,
             log_dir: PathBuf::new(),
             fail_fast: false,
             api_proxy,

@@ -54,14 +54,15 @@ pub fn with_faults(rng: &mut Rng, shape: &Shape, rounds: &[Round]) -> Vec<Round>
 /// One fault around `round`: pinned to one of `pins` (requests every allowed state makes it
 /// send), or a hold or a refusal, which need no request.
 fn compose(rng: &mut Rng, shape: &Shape, round: &Round, pins: &[RequestPin]) -> Round {
-    let kinds = if pins.is_empty() { 2 } else { 4 };
+    // A pinned fault, where the round makes a request to pin, twice as often as each other.
+    let kinds = if pins.is_empty() { 2 } else { 6 };
     let (before, after): (Vec<StepKind>, Vec<StepKind>) = match rng.range(0, kinds - 1) {
         0 => (vec![hold(rng, shape)], Vec::new()),
         1 => (vec![refusal(rng, shape)], Vec::new()),
         pinned => {
             let mut pin = rng.pick(pins).clone();
             pin.after = rng.chance(1, 2);
-            let crash = pinned == 3;
+            let crash = pinned >= 4;
             let action = if crash {
                 ControllerAction::Crash
             } else {
@@ -139,14 +140,18 @@ fn made_requests(
     after: &BTreeSet<World>,
     round: &Round,
 ) -> Vec<RequestPin> {
+    // A create is sent to the collection, so its request carries no name: it is pinned by
+    // its verb and resource alone.
     let pin =
-        |verb: Option<&str>, resource: &str, subresource: Option<&str>, name: String| RequestPin {
-            verb: verb.map(str::to_owned),
-            resource: Some(resource.to_owned()),
-            subresource: subresource.map(str::to_owned),
-            name: Some(name),
-            nth: 1,
-            after: false,
+        |verb: Option<&str>, resource: &str, subresource: Option<&str>, name: Option<&str>| {
+            RequestPin {
+                verb: verb.map(str::to_owned),
+                resource: Some(resource.to_owned()),
+                subresource: subresource.map(str::to_owned),
+                name: name.map(str::to_owned),
+                nth: 1,
+                after: false,
+            }
         };
     let mut pins = Vec::new();
     if after.iter().all(|w| w.set != before.set) {
@@ -154,7 +159,7 @@ fn made_requests(
             None,
             "podcliquesets",
             Some("status"),
-            shape.name.clone(),
+            Some(&shape.name),
         ));
     }
     for (name, g) in &before.groups {
@@ -166,7 +171,7 @@ fn made_requests(
                 None,
                 "podcliquescalinggroups",
                 Some("status"),
-                name.clone(),
+                Some(name),
             ));
         }
     }
@@ -176,13 +181,15 @@ fn made_requests(
             .iter()
             .all(|w| w.incarnations.get(name).is_some_and(|n| *n > was))
         {
-            pins.push(pin(Some("create"), "podcliques", None, name.clone()));
+            // A PodClique made again gets its pods made again.
+            pins.push(pin(Some("create"), "podcliques", None, None));
+            pins.push(pin(Some("create"), "pods", None, None));
         } else if c.aware
             && after
                 .iter()
                 .all(|w| w.cliques.get(name).is_some_and(|a| a.cond != c.cond))
         {
-            pins.push(pin(None, "podcliques", Some("status"), name.clone()));
+            pins.push(pin(None, "podcliques", Some("status"), Some(name)));
         }
     }
     // B4: a regular pod that goes is replaced in place, so a pod create follows.
@@ -196,10 +203,16 @@ fn made_requests(
             .iter()
             .all(|w| w.cliques.contains_key(clique) && w.incarnations.get(clique) == Some(&was));
         if regular && kept && !matches!(p.action, PodAction::Exit(_)) {
-            pins.push(pin(Some("create"), "pods", None, format!("{clique}-*")));
+            pins.push(pin(Some("create"), "pods", None, None));
         }
     }
-    pins
+    let mut unique: Vec<RequestPin> = Vec::new();
+    for p in pins {
+        if !unique.contains(&p) {
+            unique.push(p);
+        }
+    }
+    unique
 }
 
 /// Whether a step is a fault composed into a round (not one of its pod actions or the pause

@@ -7,9 +7,51 @@ use grove_conformance_core::catalog::StepKind;
 
 use super::steps::CaseRun;
 use crate::proxy::Verb;
-use crate::report::{ApiCost, ApiRequest};
+use crate::report::{ApiCost, ApiRequest, RESTRAINT_BOUND};
+
+/// How long the implementation must send no write at the end of a case before its restraint
+/// (L2) is judged: while it still writes, the case watches on, until it has been quiet this
+/// long or the restraint bound has passed (after which every write is a finding).
+pub(super) const QUIET_TAIL: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl CaseRun<'_> {
+    /// Watches the end of a case that reached its required state until the implementation
+    /// has written nothing for [`QUIET_TAIL`], or until [`RESTRAINT_BOUND`] plus the tail has
+    /// passed since the required state (its writes past the bound are then L2's findings).
+    /// An implementation that is quiet at the end costs nothing here; nothing is done without
+    /// an API proxy or a required state.
+    pub(super) async fn watch_restraint_tail(&self) {
+        let Some(proxy) = self.proxy.as_ref() else {
+            return;
+        };
+        let ends_on_expect =
+            matches!(self.case.steps.last(), Some(s) if matches!(s.kind, StepKind::Expect(_)));
+        let required = *self
+            .required_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (true, Some(required)) = (ends_on_expect, required) else {
+            return;
+        };
+        let deadline = required + RESTRAINT_BOUND + QUIET_TAIL;
+        loop {
+            let last_write = proxy
+                .requests()
+                .iter()
+                .filter(|r| r.request.namespace == self.namespace && is_write(r.request.verb))
+                .map(|r| r.at)
+                .max();
+            let quiet = last_write
+                .and_then(|at| SystemTime::now().duration_since(at).ok())
+                .unwrap_or(QUIET_TAIL);
+            if quiet >= QUIET_TAIL || Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep((QUIET_TAIL - quiet).min(std::time::Duration::from_millis(500)))
+                .await;
+        }
+    }
+
     /// Notes that an `expect` step's state was there at `reached`.
     pub(super) fn reached(&self, reached: Instant) {
         *self

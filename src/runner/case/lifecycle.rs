@@ -56,6 +56,8 @@ pub struct RunContext {
     pub catalog: Arc<Catalog>,
     /// Keep namespaces after the case.
     pub keep_namespaces: bool,
+    /// L2 fails every case that breaches it, not only `extended` ones (explore's scenarios).
+    pub restraint_fails_every_case: bool,
     /// Where implementation logs go.
     pub log_dir: PathBuf,
     /// Progress events.
@@ -151,23 +153,35 @@ impl Ran {
 async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Ran {
     let mut ran = Ran::without(Outcome::Pass);
     let outcome = run_steps_noting(run, case, timeout, &mut ran).await;
-    ran.outcome = restraint_verdict(case, outcome, ran.api.as_ref());
+    ran.outcome = restraint_verdict(
+        case,
+        outcome,
+        ran.api.as_ref(),
+        run.restraint_fails_every_case,
+    );
     ran
 }
 
 /// L2 (provisional) in the verdict: writes past the restraint bound fail a passing case of the
-/// `extended` profile; in a `core` case they are reported with its cost, never its verdict.
-fn restraint_verdict(case: &Case, outcome: Outcome, api: Option<&ApiCost>) -> Outcome {
+/// `extended` profile (or any case, with `every_case`); in a `core` case they are otherwise
+/// reported with its cost, never its verdict.
+fn restraint_verdict(
+    case: &Case,
+    outcome: Outcome,
+    api: Option<&ApiCost>,
+    every_case: bool,
+) -> Outcome {
     let finding = api.and_then(ApiCost::restraint_finding);
-    match (outcome, finding, case.profile) {
-        (Outcome::Pass, Some(message), Profile::Extended) => Outcome::Fail(Failure {
+    let judged = every_case || case.profile == Profile::Extended;
+    match (outcome, finding) {
+        (Outcome::Pass, Some(message)) if judged => Outcome::Fail(Failure {
             message,
             diff: None,
             compared: None,
             timeline: None,
             broken: vec!["L2".to_owned()],
         }),
-        (outcome, _, _) => outcome,
+        (outcome, _) => outcome,
     }
 }
 
@@ -228,6 +242,9 @@ async fn run_steps_noting(
         Err(outcome) => outcome,
         Ok(()) => {
             let ended = run_under_timeout(&mut ctx, timeout).await;
+            if matches!(ended, StepsEnded::Ran(Ok(()))) {
+                ctx.watch_restraint_tail().await;
+            }
             ran.time = ctx.time_split();
             ran.api = ctx.api_cost(started);
             let timeline = ctx.observer.settle().await;

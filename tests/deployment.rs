@@ -343,12 +343,28 @@ fn the_deployed_reference_operator_passes_with_every_fault_and_is_restored() {
             .unwrap(),
         );
         let start = |name: &str| {
-            let spec = spec_of(name, gateway);
+            let ImplementationSpec::Deployment {
+                deployment,
+                proxy_address,
+            } = spec_of(name, gateway)
+            else {
+                panic!("spec_of makes a Deployment");
+            };
             let proxy = proxy.clone();
             let client = client.clone();
             let kubeconfig = handles.kubeconfig.clone();
             let log = logs.path().join(format!("{name}.log"));
-            async move { Instance::start_deployed(&spec, client, &kubeconfig, proxy, &log).await }
+            async move {
+                Instance::start_deployed(
+                    &deployment,
+                    proxy_address,
+                    client,
+                    &kubeconfig,
+                    proxy,
+                    &log,
+                )
+                .await
+            }
         };
         let error = |r: Result<Instance, InstanceError>| match r {
             Err(InstanceError::Deployment(e)) => e,

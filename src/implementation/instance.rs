@@ -230,22 +230,23 @@ impl Instance {
         Ok(instance)
     }
 
-    /// Points the Deployment `spec` names at `proxy` (a proxy forwarding with the client's
-    /// credentials, on an address its pods reach), with `client` and `kubeconfig` the
+    /// Points `deployment` at `proxy` (a proxy forwarding with the client's credentials,
+    /// listening at `proxy_address`, which its pods reach), with `client` and `kubeconfig` the
     /// target's admin access; its pods' output is appended to `log` as they go.
     pub async fn start_deployed(
-        spec: &ImplementationSpec,
+        deployment: &DeploymentRef,
+        proxy_address: std::net::IpAddr,
         client: kube::Client,
         kubeconfig: &Path,
         proxy: std::sync::Arc<crate::proxy::ApiProxy>,
         log: &Path,
     ) -> Result<Instance, InstanceError> {
-        let ImplementationSpec::Deployment { deployment, .. } = spec else {
-            unreachable!("start_deployed is for ImplementationSpec::Deployment");
-        };
         let deployed = Deployed::start(client, kubeconfig, deployment, proxy, log).await?;
         Ok(Instance {
-            spec: spec.clone(),
+            spec: ImplementationSpec::Deployment {
+                deployment: deployment.clone(),
+                proxy_address,
+            },
             kubeconfig: kubeconfig.to_path_buf(),
             namespace: None,
             log: log.to_path_buf(),

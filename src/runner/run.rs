@@ -207,7 +207,11 @@ pub async fn start_shared(
     let (proxy, instance) = shared_plan(settings);
     // A shared instance reaches the apiserver through one proxy for the run; per-case
     // instances get one each (`case::lifecycle`).
-    if let ImplementationSpec::Deployment { proxy_address, .. } = &settings.implementation {
+    if let ImplementationSpec::Deployment {
+        deployment,
+        proxy_address,
+    } = &settings.implementation
+    {
         // A deployed implementation always goes through the proxy, with its own credentials.
         let options = ProxyOptions {
             listen: *proxy_address,
@@ -220,7 +224,8 @@ pub async fn start_shared(
         );
         let log = settings.log_dir.join(super::case::SHARED_LOG);
         let instance = Instance::start_deployed(
-            &settings.implementation,
+            deployment,
+            *proxy_address,
             target.client.clone(),
             &target.kubeconfig,
             proxy.clone(),
@@ -298,8 +303,9 @@ async fn start_case(
     };
     let queued = queued.elapsed();
     let context = context.clone();
-    tokio::spawn(async move {
-        let _slot = slot;
+    // The slot may be given back before the case ends (while it only watches its end); the
+    // cluster lock is held to the end, teardown included.
+    tokio::spawn(super::case::holding_slot(Box::new(slot), async move {
         let _guard = guard;
         guarded(&case, &context.events, async {
             let result = run_case_queued(&context, &case, queued).await;
@@ -313,7 +319,7 @@ async fn start_case(
             }
         })
         .await;
-    })
+    }))
 }
 
 /// Runs `cases` and returns the results; every event also goes to `sink`.

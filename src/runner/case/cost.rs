@@ -10,16 +10,36 @@ use crate::proxy::Verb;
 use crate::report::{ApiCost, ApiRequest, RESTRAINT_BOUND};
 
 /// How long the implementation must send no write at the end of a case before its restraint
-/// (L2) is judged: while it still writes, the case watches on, until it has been quiet this
-/// long or the restraint bound has passed (after which every write is a finding).
+/// (L2) is judged: while it still writes, the case watches on (see
+/// [`CaseRun::watch_restraint_tail`]).
 pub(super) const QUIET_TAIL: std::time::Duration = std::time::Duration::from_secs(2);
+
+tokio::task_local! {
+    /// The run's slot the running case holds, given back while the case watches its end: a
+    /// case that only watches takes no slot from the cases waiting.
+    static SLOT: std::cell::RefCell<Option<Box<dyn std::any::Any + Send>>>;
+}
+
+/// Runs `case` holding `slot` (whatever the run gives a case to run: dropped to give it back),
+/// until the case gives it back early ([`give_back_slot`]) or ends.
+pub async fn holding_slot<F: std::future::Future>(
+    slot: Box<dyn std::any::Any + Send>,
+    case: F,
+) -> F::Output {
+    SLOT.scope(std::cell::RefCell::new(Some(slot)), case).await
+}
+
+/// Gives the run's slot of the running case back, if it holds one.
+fn give_back_slot() {
+    let _ = SLOT.try_with(|s| drop(s.borrow_mut().take()));
+}
 
 impl CaseRun<'_> {
     /// Watches the end of a case that reached its required state until the implementation
     /// has written nothing for [`QUIET_TAIL`], or until [`RESTRAINT_BOUND`] plus the tail has
     /// passed since the required state (its writes past the bound are then L2's findings).
-    /// An implementation that is quiet at the end costs nothing here; nothing is done without
-    /// an API proxy or a required state.
+    /// The case gives its slot back first: a case that only watches holds up no other. Nothing
+    /// is done without an API proxy or a required state.
     pub(super) async fn watch_restraint_tail(&self) {
         let Some(proxy) = self.proxy.as_ref() else {
             return;
@@ -33,6 +53,7 @@ impl CaseRun<'_> {
         let (true, Some(required)) = (ends_on_expect, required) else {
             return;
         };
+        give_back_slot();
         let deadline = required + RESTRAINT_BOUND + QUIET_TAIL;
         loop {
             let last_write = proxy

@@ -30,6 +30,7 @@ mod triggers;
 mod verdict;
 mod writes;
 
+pub use cost::holding_slot;
 pub use expect::DEFAULT_WITHIN;
 pub use lifecycle::{
     CASE_LABEL, DEFAULT_CASE_TIMEOUT, RunContext, SHARED_LOG, run_case, run_case_queued,

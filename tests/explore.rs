@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use grove_conformance::campaign::explore as files;
 use grove_conformance::catalog;
-use grove_conformance::explore::{Body, Scenario, scenario, shrink};
+use grove_conformance::explore::{Body, Scenario, scenario, scenario_with_faults, shrink};
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::{RunSettings, run_cases};
 
@@ -58,18 +58,18 @@ fn written_scenarios_and_shrunk_ones_pass_lint_beside_the_catalog() {
     assert_eq!(explored, written);
 }
 
-#[test]
-fn generated_scenarios_pass_against_the_reference_operator() {
+/// `scenarios` run as explore runs them, against the reference operator.
+fn run_scenarios(scenarios: Vec<Scenario>, dir: &str) -> grove_conformance::report::RunResults {
     let world = common::world();
-    let scenarios: Vec<(Scenario, Option<String>)> =
-        (0..16).map(|i| (scenario(2026, i, 2), None)).collect();
+    let named: Vec<(Scenario, Option<String>)> = scenarios.into_iter().map(|s| (s, None)).collect();
     let logs: PathBuf = common::root().join("target/grove-conformance-test-logs");
-    let (catalog, cases) = files::catalog(&logs, &scenarios)
+    let (catalog, cases) = files::catalog(&logs, &named)
         .unwrap_or_else(|d| panic!("{}", catalog::render_diagnostics(&d)));
-    let results = world.runtime.block_on(async {
+    world.runtime.block_on(async {
         let settings = RunSettings {
             jobs: 8,
-            ..common::settings(common::reference(), logs.join("explore"))
+            restraint_fails_every_case: true,
+            ..common::settings(common::reference(), logs.join(dir))
         };
         run_cases(
             world.target().handles(),
@@ -80,7 +80,11 @@ fn generated_scenarios_pass_against_the_reference_operator() {
         )
         .await
         .unwrap()
-    });
+    })
+}
+
+/// Every case passed or was skipped (saying why); returns how many passed.
+fn passed(results: &grove_conformance::report::RunResults) -> usize {
     let mut passed = 0;
     for r in &results.cases {
         match &r.outcome {
@@ -89,6 +93,32 @@ fn generated_scenarios_pass_against_the_reference_operator() {
             other => panic!("{}: {other:?}", r.case),
         }
     }
+    passed
+}
+
+#[test]
+fn generated_scenarios_pass_against_the_reference_operator() {
+    let results = run_scenarios((0..16).map(|i| scenario(2026, i, 2)).collect(), "explore");
     assert_eq!(results.cases.len(), 16);
+    let passed = passed(&results);
     assert!(passed >= 12, "only {passed} of 16 ran");
+}
+
+/// With faults the same scenarios pass too, and their faults fire: pinned pauses and crashes
+/// land on the requests chosen, holds hold.
+#[test]
+fn generated_scenarios_with_faults_pass_against_the_reference_operator() {
+    let results = run_scenarios(
+        (0..16).map(|i| scenario_with_faults(2027, i, 2)).collect(),
+        "explore-faults",
+    );
+    assert_eq!(results.cases.len(), 16);
+    let passed = passed(&results);
+    assert!(passed >= 12, "only {passed} of 16 ran");
+    let fired: usize = results
+        .cases
+        .iter()
+        .map(|r| r.crash_points.len() + r.fault_points.len())
+        .sum();
+    assert!(fired >= 4, "only {fired} faults fired in 16 scenarios");
 }

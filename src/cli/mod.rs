@@ -11,6 +11,8 @@
 //!   run in a pod by a conformance runner ([`in_cluster`]);
 //! - `reference-operator`: the reference operator itself ([`operator`]);
 //! - [`reports`]: the one writer of a run's reports.
+//! - [`error`]: the one error a subcommand stops with, printed once here, its exit code from
+//!   the exit table.
 //!
 //! Only this folder and the reporters print; the library logs through `tracing`. Exit codes are
 //! those of [`grove_conformance::report`].

@@ -265,3 +265,26 @@ fn every_kind_of_fault_is_drawn_and_written_as_a_case() {
         assert!(seen.contains(w), "no `{w}` drawn: {seen:?}");
     }
 }
+
+/// A round applied while the implementation is paused never gets a pinned pause or crash: a
+/// pin firing just before the round's pause would crash it into an unpaused restart.
+#[test]
+fn a_round_seen_together_gets_no_pinned_fault() {
+    let mut together = 0;
+    for i in 0..300 {
+        let Body::Rounds(rounds) = scenario_with_faults(29, i, 3).body else {
+            continue;
+        };
+        for r in rounds.iter().filter(|r| r.paused()) {
+            together += 1;
+            assert!(
+                !r.0.iter().any(|s| matches!(
+                    s,
+                    StepKind::Controller(ControllerStep { when: Some(_), .. })
+                )),
+                "{r:?}"
+            );
+        }
+    }
+    assert!(together > 20, "{together}");
+}

@@ -44,13 +44,7 @@ impl CaseRun<'_> {
         let Some(proxy) = self.proxy.as_ref() else {
             return;
         };
-        let ends_on_expect =
-            matches!(self.case.steps.last(), Some(s) if matches!(s.kind, StepKind::Expect(_)));
-        let required = *self
-            .required_at
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (true, Some(required)) = (ends_on_expect, required) else {
+        let Some(required) = self.final_required_state() else {
             return;
         };
         give_back_slot();
@@ -73,6 +67,21 @@ impl CaseRun<'_> {
         }
     }
 
+    /// When the state the case requires at its end first held: the one its last step, an
+    /// expect, waited for; a case ending on another step states none.
+    fn final_required_state(&self) -> Option<Instant> {
+        let ends_on_expect =
+            matches!(self.case.steps.last(), Some(s) if matches!(s.kind, StepKind::Expect(_)));
+        ends_on_expect
+            .then(|| {
+                *self
+                    .required_at
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            })
+            .flatten()
+    }
+
     /// Notes that an `expect` step's state was there at `reached`.
     pub(super) fn reached(&self, reached: Instant) {
         *self
@@ -85,18 +94,8 @@ impl CaseRun<'_> {
     /// start, on both clocks) until now; `None` without an API proxy.
     pub(super) fn api_cost(&self, started: (Instant, SystemTime)) -> Option<ApiCost> {
         let proxy = self.proxy.as_ref()?;
-        // The state the case requires at its end is the one its last step, an expect, waited
-        // for; a case ending on another step states none.
-        let ends_on_expect =
-            matches!(self.case.steps.last(), Some(s) if matches!(s.kind, StepKind::Expect(_)));
-        let required = ends_on_expect
-            .then(|| {
-                *self
-                    .required_at
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-            })
-            .flatten()
+        let required = self
+            .final_required_state()
             .map(|at| at.saturating_duration_since(started.0));
         let requests: Vec<ApiRequest> = proxy
             .requests()

@@ -309,7 +309,7 @@ fn the_deployed_reference_operator_passes_with_every_fault_and_is_restored() {
     let root = common::root();
     let harness = common::harness_binary();
     let spec = options.spec(harness).unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let runtime = grove_conformance::host::runtime("grove-test", None).unwrap();
     let target = runtime
         .block_on(acquire(&spec, grove_reference_operator::crds(), true))
         .unwrap_or_else(|e| panic!("{:#}", errors::chain(&e)));

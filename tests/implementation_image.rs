@@ -61,7 +61,7 @@ fn the_reference_operator_image_passes_cases_that_pause_and_crash_it() {
         jobs: 3,
         ..common::settings(image, logs.path())
     };
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let runtime = grove_conformance::host::runtime("grove-test", None).unwrap();
     let (results, version_log) = runtime.block_on(async {
         let target = common::embedded_target().await;
         let results = grove_conformance::runner::run_cases(

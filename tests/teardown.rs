@@ -57,7 +57,7 @@ fn wait_dead(pids: &[u32]) -> Vec<u32> {
 fn dropping_the_control_plane_stops_every_process_and_removes_its_files() {
     let binaries = provision::resolve(&ProvisionOptions::default())
         .unwrap_or_else(|e| panic!("no control-plane binaries: {e}"));
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let runtime = grove_conformance::host::runtime("grove-test", None).unwrap();
     let (pids, kubeconfig, logs) = runtime.block_on(async {
         let cp = ControlPlane::start(ControlPlaneOptions::new(binaries))
             .await

@@ -67,7 +67,12 @@ where
                 .with_writer(std::io::stderr)
                 .with_ansi(std::io::stderr().is_terminal())
                 .init();
-            let runtime = tokio::runtime::Runtime::new()?;
+            // An unoptimised build nests deep when it deserialises lists of pods: Tokio's 2 MiB
+            // default stack is not enough there.
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .thread_stack_size(16 * 1024 * 1024)
+                .build()?;
             runtime.block_on(controller::run(RunOptions {
                 kubeconfig,
                 namespace,

@@ -336,7 +336,7 @@ pub(crate) fn current_exe() -> Result<PathBuf, CliError> {
 }
 
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Runtime::new().expect("failed to build a runtime")
+    grove_conformance::host::runtime("grove-conformance", None).expect("failed to build a runtime")
 }
 
 pub(crate) fn load(catalog: &Path) -> Result<catalog::Catalog, CliError> {

@@ -115,11 +115,7 @@ pub fn embedded_world() -> &'static World {
 
 fn make_world(spec: &TargetSpec) -> World {
     grove_conformance::host::logging::init(grove_conformance::host::logging::DEFAULT_FILTER);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .thread_name("grove-test-world")
-        .build()
+    let runtime = grove_conformance::host::runtime("grove-test-world", Some(2))
         .expect("failed to build the shared runtime");
     let target = runtime
         .block_on(acquire(spec, grove_reference_operator::crds(), true))

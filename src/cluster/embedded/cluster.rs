@@ -148,11 +148,7 @@ pub fn shared(crds: impl FnOnce() -> Vec<CustomResourceDefinition>) -> &'static 
     SHARED.get_or_init(|| {
         // A test binary's progress (a first build of the binaries takes minutes) is shown.
         crate::host::logging::init(crate::host::logging::DEFAULT_FILTER);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .thread_name("grove-shared")
-            .build()
+        let runtime = crate::host::runtime("grove-shared", Some(2))
             .expect("failed to build the shared runtime");
         let options = EmbeddedOptions {
             crds: crds(),

@@ -370,22 +370,25 @@ impl Drop for Deployed {
         // which works whatever runtime (if any) is dropping this.
         let kubeconfig = self.kubeconfig.clone();
         let target = self.target.clone();
-        let done = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let file = kube::config::Kubeconfig::from_yaml(&kubeconfig).ok()?;
-                let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-                    .await
+        let done = std::thread::Builder::new()
+            .stack_size(crate::host::WORKER_STACK)
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
                     .ok()?;
-                let client = Client::try_from(config).ok()?;
-                restore(&client, &target).await.ok()
+                runtime.block_on(async {
+                    let file = kube::config::Kubeconfig::from_yaml(&kubeconfig).ok()?;
+                    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+                        .await
+                        .ok()?;
+                    let client = Client::try_from(config).ok()?;
+                    restore(&client, &target).await.ok()
+                })
             })
-        })
-        .join();
-        if !matches!(done, Ok(Some(()))) {
+            .ok()
+            .and_then(|thread| thread.join().ok());
+        if done.flatten().is_none() {
             eprintln!(
                 "error: failed to restore {}: the next run restores it from annotation {MARKER}",
                 self.target

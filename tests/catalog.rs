@@ -88,7 +88,7 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
             "case {} is not applicable in the default revision, which every case must be: {reason}",
             case.name
         ),
-        Outcome::Fail(failure) => panic!(
+        Outcome::Fail(failure) | Outcome::Unstable { failure, .. } => panic!(
             "case {} failed: {}\n\n{}\n\ntimeline:\n{}",
             case.name,
             failure.message,

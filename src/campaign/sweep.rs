@@ -112,7 +112,7 @@ impl SweepPoint {
     pub fn verdict_words(&self) -> &'static str {
         match self.verdict() {
             Verdict::Skip | Verdict::NotApplicable => "not reached",
-            v @ (Verdict::Pass | Verdict::Fail | Verdict::Error) => v.label(),
+            v @ (Verdict::Pass | Verdict::Fail | Verdict::Error | Verdict::Unstable) => v.label(),
         }
     }
 
@@ -266,6 +266,7 @@ pub async fn sweep(
                 }
                 RunEvent::RunStarted { .. }
                 | RunEvent::CaseStarted { .. }
+                | RunEvent::RepeatFinished { .. }
                 | RunEvent::RunFinished { .. } => {}
             }
         }

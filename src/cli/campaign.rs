@@ -145,6 +145,7 @@ pub(crate) fn sweep(
         fail_fast: false,
         api_proxy: true,
         durations: Default::default(),
+        repeat: 1,
     };
     runtime().block_on(async {
         let target = super::run::acquire_target(&TargetSpec::Embedded, true, &prepared).await?;

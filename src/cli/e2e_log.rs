@@ -46,12 +46,16 @@ impl E2eLog {
             report::RunEvent::CaseFinished(result) => {
                 let slot = match &result.outcome {
                     report::Outcome::Pass => 0,
-                    report::Outcome::Fail(_) | report::Outcome::Error { .. } => 1,
+                    report::Outcome::Fail(_)
+                    | report::Outcome::Unstable { .. }
+                    | report::Outcome::Error { .. } => 1,
                     report::Outcome::Skip { .. } | report::Outcome::NotApplicable { .. } => 2,
                 };
                 self.counts[slot] += 1;
                 let detail = match &result.outcome {
-                    report::Outcome::Fail(f) => format!(": {}", f.message),
+                    report::Outcome::Fail(f) | report::Outcome::Unstable { failure: f, .. } => {
+                        format!(": {}", f.message)
+                    }
                     report::Outcome::Error { message } => format!(": {message}"),
                     report::Outcome::Skip { reason }
                     | report::Outcome::NotApplicable { reason } => {

@@ -140,6 +140,10 @@ pub(crate) struct RunArgs {
     /// Start no further case once one fails or errors (the rest are reported as skipped).
     #[arg(long)]
     fail_fast: bool,
+    /// Run each case N times, side by side as slots allow: it passes only when it passed N of
+    /// N; a mix of passes and failures is `unstable k/N`, which fails the run.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub(crate) repeat: u32,
     /// Let the implementation reach the apiserver directly instead of through the harness's
     /// API proxy (cases with `request:` crash pins are then skipped; for measuring the proxy).
     #[arg(long)]
@@ -313,6 +317,7 @@ pub(crate) fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -
         fail_fast: args.fail_fast,
         api_proxy: !args.no_api_proxy,
         durations: Default::default(),
+        repeat: args.repeat,
     }
 }
 

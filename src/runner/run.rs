@@ -13,12 +13,12 @@ use tokio::sync::{
     Mutex as AsyncMutex, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock, Semaphore,
 };
 
-use super::case::{RunContext, needs_exclusive, run_case_queued};
+use super::case::{RunContext, finished, needs_exclusive, run_case_queued};
 use crate::catalog::{Case, Catalog, Profile};
 use crate::cluster::TargetHandles;
 use crate::implementation::{ImplementationSpec, Instance};
 use crate::proxy::{ApiProxy, Credentials, ProxyOptions};
-use crate::report::{CaseResult, Outcome, Recorder, RunEvent, RunResults, TimeSplit};
+use crate::report::{CaseResult, Outcome, Recorder, RunEvent, RunResults, TimeSplit, fold_runs};
 use crate::schedule::{self, Durations, Planned};
 use crate::vocab::Vocabulary;
 
@@ -70,6 +70,9 @@ pub struct RunSettings {
     /// The cases' durations in a previous run, for the order they start in (empty: catalog
     /// order, exclusive cases first).
     pub durations: Durations,
+    /// Runs of each case (`--repeat`; at least 1): a case passes only when every run passed,
+    /// a mix is unstable ([`fold_runs`]).
+    pub repeat: u32,
 }
 
 impl Default for RunSettings {
@@ -87,6 +90,7 @@ impl Default for RunSettings {
             fail_fast: false,
             api_proxy: true,
             durations: Durations::default(),
+            repeat: 1,
         }
     }
 }
@@ -95,15 +99,14 @@ impl Default for RunSettings {
 /// harness broke on is reported, never lost.
 async fn guarded(
     case: &Case,
+    repeat: Option<u32>,
     events: &UnboundedSender<RunEvent>,
     run: impl std::future::Future<Output = ()>,
 ) {
     let started = Instant::now();
     if let Err(panic) = AssertUnwindSafe(run).catch_unwind().await {
         let message = format!("the harness panicked: {}", panic_message(panic.as_ref()));
-        let _ = events.send(RunEvent::CaseFinished(Box::new(broken(
-            case, message, started,
-        ))));
+        let _ = events.send(finished(repeat, broken(case, message, started)));
     }
 }
 
@@ -274,6 +277,7 @@ enum ClusterGuard {
 async fn start_case(
     context: &Arc<RunContext>,
     case: Case,
+    repeat: Option<u32>,
     exclusive: bool,
     slots: &Arc<Semaphore>,
     cluster: &Arc<RwLock<()>>,
@@ -290,9 +294,7 @@ async fn start_case(
         result.outcome = Outcome::Skip {
             reason: format!("not run: --fail-fast stopped the run after `{failed}` failed"),
         };
-        let _ = context
-            .events
-            .send(RunEvent::CaseFinished(Box::new(result)));
+        let _ = context.events.send(finished(repeat, result));
         return tokio::spawn(async {});
     }
     let queued = Instant::now();
@@ -307,8 +309,8 @@ async fn start_case(
     // cluster lock is held to the end, teardown included.
     tokio::spawn(super::case::holding_slot(Box::new(slot), async move {
         let _guard = guard;
-        guarded(&case, &context.events, async {
-            let result = run_case_queued(&context, &case, queued).await;
+        guarded(&case, repeat, &context.events, async {
+            let result = run_case_queued(&context, &case, queued, repeat).await;
             if let Some(first) = &fail_fast
                 && !result.outcome.verdict().is_success()
             {
@@ -322,7 +324,38 @@ async fn start_case(
     }))
 }
 
-/// Runs `cases` and returns the results; every event also goes to `sink`.
+/// The runs of repeated cases gathered until each case has all of them.
+struct RepeatedRuns {
+    repeat: u32,
+    runs: std::collections::HashMap<String, Vec<(u32, CaseResult)>>,
+}
+
+impl RepeatedRuns {
+    fn new(repeat: u32) -> RepeatedRuns {
+        RepeatedRuns {
+            repeat,
+            runs: Default::default(),
+        }
+    }
+
+    /// The folded result of a case once `event` brought its last run.
+    fn on_event(&mut self, event: &RunEvent) -> Option<CaseResult> {
+        let RunEvent::RepeatFinished { run, result } = event else {
+            return None;
+        };
+        let runs = self.runs.entry(result.case.clone()).or_default();
+        runs.push((*run, (**result).clone()));
+        if runs.len() < self.repeat as usize {
+            return None;
+        }
+        let runs = self.runs.remove(&result.case).unwrap_or_default();
+        Some(fold_runs(runs))
+    }
+}
+
+/// Runs `cases` and returns the results; every event also goes to `sink`. With
+/// [`RunSettings::repeat`] above 1 each case runs that many times, each run's result comes as
+/// [`RunEvent::RepeatFinished`], and the case's, folded from them, as `CaseFinished`.
 pub async fn run_cases(
     target: &TargetHandles,
     catalog: Arc<Catalog>,
@@ -332,11 +365,18 @@ pub async fn run_cases(
 ) -> Result<RunResults, std::io::Error> {
     std::fs::create_dir_all(&settings.log_dir)?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
+    let repeat = settings.repeat.max(1);
     let consumer = tokio::spawn(async move {
         let mut recorder = Recorder::new();
+        let mut runs = RepeatedRuns::new(repeat);
         while let Some(event) = rx.recv().await {
             sink(&event);
             recorder.on_event(&event);
+            if let Some(case) = runs.on_event(&event) {
+                let event = RunEvent::CaseFinished(Box::new(case));
+                sink(&event);
+                recorder.on_event(&event);
+            }
         }
         recorder.results().clone()
     });
@@ -364,28 +404,32 @@ pub async fn run_cases(
     let planned = plan(cases, &settings.durations, |c| {
         needs_exclusive(c, &context.catalog, &settings.implementation, &context.pods)
     });
-    let mut tasks: Vec<(Case, tokio::task::JoinHandle<()>)> = Vec::with_capacity(planned.len());
+    type Task = (Case, Option<u32>, tokio::task::JoinHandle<()>);
+    let mut tasks: Vec<Task> = Vec::with_capacity(planned.len());
+    // A repeated case's runs start one after another, side by side as slots allow.
     for (case, exclusive) in planned {
-        let fail_fast = settings.fail_fast.then(|| first_failure.clone());
-        let task = start_case(
-            &context,
-            case.clone(),
-            exclusive,
-            &slots,
-            &cluster,
-            fail_fast,
-        )
-        .await;
-        tasks.push((case, task));
+        for run in 1..=repeat {
+            let fail_fast = settings.fail_fast.then(|| first_failure.clone());
+            let numbered = (repeat > 1).then_some(run);
+            let task = start_case(
+                &context,
+                case.clone(),
+                numbered,
+                exclusive,
+                &slots,
+                &cluster,
+                fail_fast,
+            )
+            .await;
+            tasks.push((case.clone(), numbered, task));
+        }
     }
     // A case whose task ended without a result (aborted, or panicked where it could not be
     // caught) is still reported: as an error, never left out.
-    for (case, task) in tasks {
+    for (case, numbered, task) in tasks {
         if let Err(error) = task.await {
             let message = format!("the case's task ended without a result: {error}");
-            let _ = tx.send(RunEvent::CaseFinished(Box::new(broken(
-                &case, message, started,
-            ))));
+            let _ = tx.send(finished(numbered, broken(&case, message, started)));
         }
     }
     if let Some(instance) = &context.shared_instance {
@@ -415,6 +459,7 @@ mod tests {
             fail_fast: false,
             api_proxy,
             durations: Durations::default(),
+            repeat: 1,
         };
         let command = |template: &str| ImplementationSpec::Command {
             template: template.into(),
@@ -491,7 +536,7 @@ mod tests {
             crate::catalog::load_catalog(std::path::Path::new(".")).expect("the catalog loads");
         let case = catalog.cases[0].clone();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        guarded(&case, &tx, async { panic!("a bug in a step") }).await;
+        guarded(&case, None, &tx, async { panic!("a bug in a step") }).await;
         let Some(RunEvent::CaseFinished(result)) = rx.recv().await else {
             panic!("no result was reported");
         };

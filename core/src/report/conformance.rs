@@ -32,6 +32,13 @@ pub struct Tally {
     pub not_applicable: usize,
     /// Could not be judged.
     pub error: usize,
+    /// Repeated, passed some runs and failed others (left out when none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unstable: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Tally {
@@ -42,12 +49,13 @@ impl Tally {
             Outcome::Skip { .. } => self.skip += 1,
             Outcome::NotApplicable { .. } => self.not_applicable += 1,
             Outcome::Error { .. } => self.error += 1,
+            Outcome::Unstable { .. } => self.unstable += 1,
         }
     }
 
     /// Cases that apply in the revision.
     fn total(self) -> usize {
-        self.pass + self.fail + self.skip + self.error
+        self.pass + self.fail + self.skip + self.error + self.unstable
     }
 }
 
@@ -210,7 +218,7 @@ impl Serialize for Profile {
 /// | yes | no | no | nothing |
 fn charged(outcome: &Outcome, cited: bool, clause: &str) -> Option<Outcome> {
     match outcome {
-        Outcome::Fail(f) if !f.broken.is_empty() => {
+        Outcome::Fail(f) | Outcome::Unstable { failure: f, .. } if !f.broken.is_empty() => {
             if f.broken.iter().any(|b| b == clause) {
                 Some(outcome.clone())
             } else if cited {
@@ -272,6 +280,7 @@ impl ConformanceReport {
                 // | 0, some n/a | - | - | - | n/a |
                 // | 0 | - | - | - | untested |
                 // | >0 | yes | - | - | fail |
+                // | >0 | no, but unstable | - | - | unstable |
                 // | >0 | no | yes | - | pass |
                 // | >0 | no | no | yes | partial |
                 // | >0 | no | no | no | skip |
@@ -284,6 +293,7 @@ impl ConformanceReport {
                     (0, _, _, _) if cases.not_applicable > 0 => "n/a",
                     (0, _, _, _) => "untested",
                     (_, true, _, _) => "fail",
+                    _ if cases.unstable > 0 => "unstable",
                     (_, false, true, _) => "pass",
                     (_, false, false, true) => "partial",
                     (_, false, false, false) => "skip",
@@ -343,13 +353,13 @@ impl ConformanceReport {
         let _ = writeln!(out, "- date: {}\n", self.date);
         let _ = writeln!(
             out,
-            "| profile | verdict | pass | fail | skip | error | not applicable in this revision |"
+            "| profile | verdict | pass | unstable | fail | skip | error | not applicable in this revision |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
         for p in &self.profiles {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 p.profile,
                 if p.conformant {
                     "conformant"
@@ -357,6 +367,7 @@ impl ConformanceReport {
                     "not conformant"
                 },
                 p.cases.pass,
+                p.cases.unstable,
                 p.cases.fail,
                 p.cases.skip,
                 p.cases.error,
@@ -365,18 +376,19 @@ impl ConformanceReport {
         }
         let _ = writeln!(
             out,
-            "\n| clause | profile | title | verdict | pass | fail | skip | error | not passed |"
+            "\n| clause | profile | title | verdict | pass | unstable | fail | skip | error | not passed |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
         for c in &self.clauses {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 c.clause,
                 c.profile,
                 c.title,
                 c.verdict,
                 c.cases.pass,
+                c.cases.unstable,
                 c.cases.fail,
                 c.cases.skip,
                 c.cases.error,
@@ -485,5 +497,42 @@ mod tests {
         assert_eq!(verdict(&report, "R3").verdict, "skip");
         // A failed expectation still counts against every clause its case cites.
         assert_eq!(verdict(&report, "R6").verdict, "fail");
+    }
+
+    #[test]
+    fn an_unstable_case_makes_its_clauses_unstable_and_its_profile_not_conformant() {
+        let unstable = Outcome::Unstable {
+            passed: 6,
+            runs: 8,
+            failure: Failure::default(),
+        };
+        let results = RunResults {
+            cases: vec![
+                result("lucky", &["E8", "R3"], unstable),
+                result("fine", &["E8"], Outcome::Pass),
+                result("wrong", &["R3"], Outcome::Fail(Failure::default())),
+            ],
+            duration: Duration::ZERO,
+        };
+        let implementation = Implementation {
+            name: "x".into(),
+            version: "1".into(),
+        };
+        let report =
+            ConformanceReport::new(implementation, Revision::default(), "2026-12-01", &results);
+        let e8 = verdict(&report, "E8");
+        assert_eq!(
+            (e8.verdict, e8.cases.unstable, e8.cases.pass),
+            ("unstable", 1, 1)
+        );
+        assert_eq!(e8.not_passed, ["lucky"]);
+        assert_eq!(
+            verdict(&report, "R3").verdict,
+            "fail",
+            "a failure outweighs it"
+        );
+        assert!(!report.conformant());
+        assert!(report.to_yaml().contains("unstable: 1"));
+        assert!(report.to_markdown().contains("| unstable |"));
     }
 }

@@ -61,12 +61,13 @@ impl<W: Write> ProgressLine<W> {
                 self.finished += 1;
                 let line = format!(
                     "{:<5} {} ({}){}",
-                    r.outcome.label().to_uppercase(),
+                    r.outcome.shown().to_uppercase(),
                     r.case,
                     seconds(r.duration),
                     match &r.outcome {
                         Outcome::Pass => String::new(),
                         Outcome::Fail(f) => format!(": {}", f.message),
+                        Outcome::Unstable { failure, .. } => format!(": {}", failure.message),
                         Outcome::Skip { reason } => format!(" skipped: {reason}"),
                         Outcome::NotApplicable { reason } => {
                             format!(" not applicable in this revision: {reason}")
@@ -85,6 +86,14 @@ impl<W: Write> ProgressLine<W> {
                     writeln!(self.out, "        {finding}")?;
                 }
                 self.out.flush()
+            }
+            RunEvent::RepeatFinished { run, result } => {
+                if self.interactive {
+                    let label = result.outcome.label();
+                    self.rewrite(&format!("{}: run {run} {label}", result.case))
+                } else {
+                    Ok(())
+                }
             }
             RunEvent::RunFinished { .. } => {
                 if self.interactive {
@@ -130,7 +139,7 @@ pub fn summary_table(results: &RunResults) -> String {
             [
                 r.case.clone(),
                 r.clauses.join(","),
-                r.outcome.label().to_owned(),
+                r.outcome.shown(),
                 seconds(r.duration),
                 seconds(r.time.waiting),
                 seconds(r.time.holding),
@@ -197,6 +206,13 @@ pub fn summary_table(results: &RunResults) -> String {
     // systems read; harness errors count as failures there and are detailed above it. Cases
     // the revision does not define are not applicable, as in the conformance report, never
     // skipped.
+    if c.unstable > 0 {
+        let _ = writeln!(
+            out,
+            "{} of the failed cases were unstable: they passed some of their runs and failed others",
+            c.unstable
+        );
+    }
     if c.error > 0 {
         let _ = writeln!(
             out,
@@ -211,7 +227,7 @@ pub fn summary_table(results: &RunResults) -> String {
         out,
         "{} passed, {} failed, {} skipped",
         c.pass,
-        c.fail + c.error,
+        c.fail + c.error + c.unstable,
         c.skip
     );
     if c.not_applicable > 0 {

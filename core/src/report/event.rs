@@ -28,17 +28,49 @@ pub enum Outcome {
         /// What broke, in one line.
         message: String,
     },
+    /// Run `runs` times (`--repeat`), the case passed `passed` of them and failed the others:
+    /// not a pass. The failure is the first failing run's, its timeline every failing run's.
+    Unstable {
+        /// Runs that passed (at least one, fewer than `runs`).
+        passed: u32,
+        /// Runs in all.
+        runs: u32,
+        /// The failing runs' failure: the first one's message, diff and broken clauses, and
+        /// the timelines of all of them, each headed by its run.
+        failure: Failure,
+    },
 }
 
 impl Outcome {
-    /// `pass`, `fail`, `skip`, `n/a` or `error`.
+    /// `pass`, `fail`, `skip`, `n/a`, `error` or `unstable`.
     pub fn label(&self) -> &'static str {
+        self.verdict().label()
+    }
+
+    /// The failure it reports: a failed case's, or an unstable case's failing runs'.
+    pub fn failure(&self) -> Option<&Failure> {
         match self {
-            Outcome::Pass => "pass",
-            Outcome::Fail(_) => "fail",
-            Outcome::Skip { .. } => "skip",
-            Outcome::NotApplicable { .. } => "n/a",
-            Outcome::Error { .. } => "error",
+            Outcome::Fail(f) | Outcome::Unstable { failure: f, .. } => Some(f),
+            Outcome::Pass
+            | Outcome::Skip { .. }
+            | Outcome::NotApplicable { .. }
+            | Outcome::Error { .. } => None,
+        }
+    }
+
+    /// The label, with the runs passed for an unstable case (`unstable 6/8`).
+    pub fn shown(&self) -> String {
+        match self.stability() {
+            Some(k) => format!("{} {k}", self.label()),
+            None => self.label().to_owned(),
+        }
+    }
+
+    /// `6/8` for an unstable case that passed 6 of 8 runs.
+    pub fn stability(&self) -> Option<String> {
+        match self {
+            Outcome::Unstable { passed, runs, .. } => Some(format!("{passed}/{runs}")),
+            _ => None,
         }
     }
 }
@@ -83,6 +115,14 @@ pub enum RunEvent {
     },
     /// A case ended.
     CaseFinished(Box<CaseResult>),
+    /// One run of a case run several times (`--repeat`) ended; the case's `CaseFinished`
+    /// follows when all its runs have ([`fold_runs`](super::fold_runs)).
+    RepeatFinished {
+        /// Which run, from 1.
+        run: u32,
+        /// Its result.
+        result: Box<CaseResult>,
+    },
     /// The run ended.
     RunFinished {
         /// Wall time of the whole run.
@@ -186,6 +226,7 @@ impl RunResults {
                 Outcome::Skip { .. } => c.skip += 1,
                 Outcome::NotApplicable { .. } => c.not_applicable += 1,
                 Outcome::Error { .. } => c.error += 1,
+                Outcome::Unstable { .. } => c.unstable += 1,
             }
         }
         c
@@ -212,6 +253,8 @@ pub struct Counts {
     pub not_applicable: usize,
     /// Not judged: the harness broke.
     pub error: usize,
+    /// Passed some of their repeated runs, failed others.
+    pub unstable: usize,
 }
 
 /// Folds a run's events into [`RunResults`].
@@ -233,7 +276,8 @@ impl Recorder {
             RunEvent::RunFinished { duration } => self.results.duration = *duration,
             RunEvent::RunStarted { .. }
             | RunEvent::CaseStarted { .. }
-            | RunEvent::StepStarted { .. } => {}
+            | RunEvent::StepStarted { .. }
+            | RunEvent::RepeatFinished { .. } => {}
         }
     }
 

@@ -12,7 +12,7 @@ pub enum Exit {
     OperatorFailed,
     /// Bad command line, or input refused before anything started.
     Usage,
-    /// At least one case failed; none errored.
+    /// At least one case failed or was unstable (`--repeat`); none errored.
     CasesFailed,
     /// The harness could not judge at least one case (takes precedence over failures).
     CasesErrored,
@@ -67,7 +67,7 @@ impl Exit {
             Exit::Usage => {
                 "bad command line, or input refused before anything started (the implementation's CRD, webhook or configuration files, shards that do not belong together)"
             }
-            Exit::CasesFailed => "at least one case failed, none errored",
+            Exit::CasesFailed => "at least one case failed or was unstable, none errored",
             Exit::CasesErrored => "the harness could not judge at least one case",
             Exit::InvalidCatalog => {
                 "the catalog does not parse, `lint` fails, or the coverage table is stale"
@@ -113,11 +113,12 @@ pub const INTERRUPTED: i32 = Exit::Interrupted.code();
 /// |---|---|---|---|
 /// | none | - | - | [`Exit::NoCases`] |
 /// | some | yes | - | [`Exit::CasesErrored`] |
-/// | some | no | yes | [`Exit::CasesFailed`] |
+/// | some | no | yes (or unstable) | [`Exit::CasesFailed`] |
 /// | some | no | no | [`Exit::Success`] |
 pub fn run_exit(results: &RunResults) -> Exit {
     let counts = results.counts();
-    match (results.cases.is_empty(), counts.error > 0, counts.fail > 0) {
+    let failed = counts.fail + counts.unstable > 0;
+    match (results.cases.is_empty(), counts.error > 0, failed) {
         (true, _, _) => Exit::NoCases,
         (false, true, _) => Exit::CasesErrored,
         (false, false, true) => Exit::CasesFailed,

@@ -42,6 +42,7 @@ pub fn failure_details(
     for r in results.sorted() {
         let (label, message, failure) = match &r.outcome {
             Outcome::Fail(f) => ("FAIL", f.message.as_str(), Some(f)),
+            Outcome::Unstable { failure: f, .. } => ("UNSTABLE", f.message.as_str(), Some(f)),
             Outcome::Error { message } => ("ERROR", message.as_str(), None),
             Outcome::Pass | Outcome::Skip { .. } | Outcome::NotApplicable { .. } => continue,
         };

@@ -87,7 +87,7 @@ fn tally(cases: &[&CaseResult]) -> [(&'static str, String); 4] {
         ("tests", cases.len().to_string()),
         (
             "failures",
-            count(|o| matches!(o, Outcome::Fail(_))).to_string(),
+            count(|o| matches!(o, Outcome::Fail(_) | Outcome::Unstable { .. })).to_string(),
         ),
         (
             "errors",
@@ -165,10 +165,17 @@ fn testcase(w: &mut Xml, r: &CaseResult) -> std::io::Result<()> {
     if let Some(api) = &r.api {
         api_properties(w, api)?;
     }
+    if let Some(stability) = r.outcome.stability() {
+        empty(
+            w,
+            "property",
+            &[("name", "unstable"), ("value", &stability)],
+        )?;
+    }
     end(w, "properties")?;
     match &r.outcome {
         Outcome::Pass => {}
-        Outcome::Fail(f) => {
+        Outcome::Fail(f) | Outcome::Unstable { failure: f, .. } => {
             let mut cause = f.diff.clone().unwrap_or_default();
             if let Some(t) = &f.timeline {
                 if !cause.is_empty() {
@@ -177,7 +184,8 @@ fn testcase(w: &mut Xml, r: &CaseResult) -> std::io::Result<()> {
                 cause.push_str("timeline:\n");
                 cause.push_str(t);
             }
-            let attrs = [("type", "fail"), ("message", f.message.as_str())];
+            let kind = r.outcome.label();
+            let attrs = [("type", kind), ("message", f.message.as_str())];
             if cause.is_empty() {
                 empty(w, "failure", &attrs)?;
             } else {

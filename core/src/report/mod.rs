@@ -7,7 +7,7 @@
 //! in YAML and Markdown; [`html`] writes the self-contained page; [`exit_code`] maps results to
 //! the documented exit codes (`exit`); [`ApiCost`] is what an implementation cost the
 //! apiserver in a case, with the restraint clause (L2) judged on it; [`RunRecord`] is `results.json`, which [`merge`] combines
-//! from shards.
+//! from shards; [`fold_runs`] makes one result of a case's repeated runs.
 
 mod conformance;
 mod console;
@@ -18,6 +18,7 @@ mod failures;
 pub mod html;
 mod junit;
 mod record;
+mod repeat;
 mod verdict;
 
 pub use conformance::{
@@ -39,4 +40,5 @@ pub use record::{
     CaseRecord, MergeError, RECORD_FORMAT, RecordError, RecordedImplementation, RunIdentity,
     RunRecord, merge,
 };
+pub use repeat::fold_runs;
 pub use verdict::{NOT_APPLICABLE_PREFIX, Verdict};

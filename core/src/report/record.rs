@@ -125,6 +125,12 @@ pub struct CaseRecord {
     /// What the implementation cost the apiserver, when an API proxy saw its requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<ApiCost>,
+    /// An unstable case's runs that passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed_runs: Option<u32>,
+    /// An unstable case's runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<u32>,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -152,10 +158,12 @@ impl From<&CaseResult> for CaseRecord {
             crash_points: r.crash_points.clone(),
             fault_points: r.fault_points.clone(),
             api: r.api.clone(),
+            passed_runs: None,
+            runs: None,
         };
         match &r.outcome {
             Outcome::Pass => {}
-            Outcome::Fail(f) => {
+            Outcome::Fail(f) | Outcome::Unstable { failure: f, .. } => {
                 record.message = Some(f.message.clone());
                 record.diff = f.diff.clone();
                 record.expected = f.compared.as_ref().map(|c| c.expected.clone());
@@ -167,6 +175,10 @@ impl From<&CaseResult> for CaseRecord {
                 record.message = Some(reason.clone());
             }
             Outcome::Error { message } => record.message = Some(message.clone()),
+        }
+        if let Outcome::Unstable { passed, runs, .. } = &r.outcome {
+            record.passed_runs = Some(*passed);
+            record.runs = Some(*runs);
         }
         record
     }
@@ -183,21 +195,34 @@ impl CaseRecord {
                 profile: self.profile.clone(),
             })?;
         let message = self.message.clone().unwrap_or_default();
+        let failure = || Failure {
+            message: message.clone(),
+            diff: self.diff.clone(),
+            compared: match (&self.expected, &self.observed) {
+                (Some(expected), Some(observed)) => Some(Box::new(Compared {
+                    expected: expected.clone(),
+                    observed: observed.clone(),
+                })),
+                _ => None,
+            },
+            timeline: self.timeline.clone(),
+            broken: self.broken.clone(),
+        };
         let outcome = match self.outcome.as_str() {
             "pass" => Outcome::Pass,
-            "fail" => Outcome::Fail(Failure {
-                message,
-                diff: self.diff.clone(),
-                compared: match (&self.expected, &self.observed) {
-                    (Some(expected), Some(observed)) => Some(Box::new(Compared {
-                        expected: expected.clone(),
-                        observed: observed.clone(),
-                    })),
-                    _ => None,
+            "fail" => Outcome::Fail(failure()),
+            "unstable" => match (self.passed_runs, self.runs) {
+                (Some(passed), Some(runs)) if 0 < passed && passed < runs => Outcome::Unstable {
+                    passed,
+                    runs,
+                    failure: failure(),
                 },
-                timeline: self.timeline.clone(),
-                broken: self.broken.clone(),
-            }),
+                _ => {
+                    return Err(RecordError::UnstableRuns {
+                        case: self.case.clone(),
+                    });
+                }
+            },
             "skip" => Outcome::Skip { reason: message },
             "n/a" => Outcome::NotApplicable { reason: message },
             "error" => Outcome::Error { message },
@@ -296,6 +321,14 @@ pub enum RecordError {
         case: String,
         /// Its profile as recorded.
         profile: String,
+    },
+    /// An unstable case without the runs it passed and ran (`0 < passed_runs < runs`).
+    #[error(
+        "case `{case}`: outcome `unstable` needs `passed_runs` and `runs`, 0 < passed_runs < runs"
+    )]
+    UnstableRuns {
+        /// The case.
+        case: String,
     },
     /// A case's outcome is not one this build knows.
     #[error("case `{case}`: unknown outcome `{outcome}`")]
@@ -515,6 +548,19 @@ mod tests {
                 &["O1"],
                 Outcome::Error {
                     message: "broke".into(),
+                },
+            ),
+            result(
+                "f",
+                &["E2"],
+                Outcome::Unstable {
+                    passed: 6,
+                    runs: 8,
+                    failure: Failure {
+                        message: "passed 6 of 8 runs; run 2 failed: step 4".into(),
+                        timeline: Some("── run 2 of 8 ──\nrv 1 ...".into()),
+                        ..Failure::default()
+                    },
                 },
             ),
         ]

@@ -16,6 +16,8 @@ pub enum Verdict {
     Skip,
     /// The case does not apply to the revision.
     NotApplicable,
+    /// Repeated, the case passed some runs and failed others.
+    Unstable,
 }
 
 /// Prefix of a JUnit `<skipped>` message for a case that does not apply to the revision.
@@ -23,15 +25,16 @@ pub const NOT_APPLICABLE_PREFIX: &str = "not applicable in this revision: ";
 
 impl Verdict {
     /// Every verdict, in report order.
-    pub const ALL: [Verdict; 5] = [
+    pub const ALL: [Verdict; 6] = [
         Verdict::Pass,
+        Verdict::Unstable,
         Verdict::Fail,
         Verdict::Error,
         Verdict::Skip,
         Verdict::NotApplicable,
     ];
 
-    /// `pass`, `fail`, `error`, `skip` or `n/a`.
+    /// `pass`, `unstable`, `fail`, `error`, `skip` or `n/a`.
     pub fn label(self) -> &'static str {
         match self {
             Verdict::Pass => "pass",
@@ -39,10 +42,11 @@ impl Verdict {
             Verdict::Error => "error",
             Verdict::Skip => "skip",
             Verdict::NotApplicable => "n/a",
+            Verdict::Unstable => "unstable",
         }
     }
 
-    /// The words for a count of them: `passed`, `failed`, `errored`, `skipped`,
+    /// The words for a count of them: `passed`, `unstable`, `failed`, `errored`, `skipped`,
     /// `not applicable`.
     pub fn counted(self) -> &'static str {
         match self {
@@ -51,6 +55,7 @@ impl Verdict {
             Verdict::Error => "errored",
             Verdict::Skip => "skipped",
             Verdict::NotApplicable => "not applicable",
+            Verdict::Unstable => "unstable",
         }
     }
 
@@ -58,7 +63,7 @@ impl Verdict {
     pub fn is_success(self) -> bool {
         match self {
             Verdict::Pass | Verdict::Skip | Verdict::NotApplicable => true,
-            Verdict::Fail | Verdict::Error => false,
+            Verdict::Fail | Verdict::Error | Verdict::Unstable => false,
         }
     }
 }
@@ -72,6 +77,7 @@ impl Outcome {
             Outcome::Error { .. } => Verdict::Error,
             Outcome::Skip { .. } => Verdict::Skip,
             Outcome::NotApplicable { .. } => Verdict::NotApplicable,
+            Outcome::Unstable { .. } => Verdict::Unstable,
         }
     }
 }
@@ -84,6 +90,11 @@ mod tests {
     fn every_outcome_has_one_verdict_and_label() {
         let outcomes = [
             Outcome::Pass,
+            Outcome::Unstable {
+                passed: 1,
+                runs: 2,
+                failure: Default::default(),
+            },
             Outcome::Fail(Default::default()),
             Outcome::Error {
                 message: "e".into(),

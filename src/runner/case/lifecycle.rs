@@ -81,14 +81,20 @@ impl std::fmt::Debug for RunContext {
 
 /// Runs one case end to end and returns its result.
 pub async fn run_case(run: &RunContext, case: &Case) -> CaseResult {
-    run_case_queued(run, case, Duration::ZERO).await
+    run_case_queued(run, case, Duration::ZERO, None).await
 }
 
 /// [`run_case`] for a case that held a slot for `queued` before it could start (behind an
 /// exclusive case, or as one). Everything it logs is in a `case` span naming the case and,
-/// once it exists, its namespace.
+/// once it exists, its namespace. `repeat` is which run of a case run several times this is
+/// (from 1): its result is then sent as [`RunEvent::RepeatFinished`], and its log named by it.
 #[tracing::instrument(name = "case", skip_all, fields(case = %case.name, namespace))]
-pub async fn run_case_queued(run: &RunContext, case: &Case, queued: Duration) -> CaseResult {
+pub async fn run_case_queued(
+    run: &RunContext,
+    case: &Case,
+    queued: Duration,
+    repeat: Option<u32>,
+) -> CaseResult {
     let started = Instant::now();
     let _ = run.events.send(RunEvent::CaseStarted {
         case: case.name.clone(),
@@ -104,7 +110,7 @@ pub async fn run_case_queued(run: &RunContext, case: &Case, queued: Duration) ->
                 .timeout
                 .map(|d| d.as_std())
                 .unwrap_or(DEFAULT_CASE_TIMEOUT);
-            run_steps(run, case, timeout).await
+            run_steps(run, case, timeout, repeat).await
         }
     };
     let result = CaseResult {
@@ -119,10 +125,19 @@ pub async fn run_case_queued(run: &RunContext, case: &Case, queued: Duration) ->
         fault_points: ran.fault_points,
         api: ran.api,
     };
-    let _ = run
-        .events
-        .send(RunEvent::CaseFinished(Box::new(result.clone())));
+    let _ = run.events.send(finished(repeat, result.clone()));
     result
+}
+
+/// The event for a case's `result`: the case's end, or one run's of a repeated case.
+pub fn finished(repeat: Option<u32>, result: CaseResult) -> RunEvent {
+    match repeat {
+        None => RunEvent::CaseFinished(Box::new(result)),
+        Some(run) => RunEvent::RepeatFinished {
+            run,
+            result: Box::new(result),
+        },
+    }
 }
 
 /// How a case's steps went: the outcome, where each pinned crash landed, how long the steps
@@ -150,9 +165,9 @@ impl Ran {
 
 /// Runs the steps of a case that applies here: its namespace, observer and implementation
 /// instance, the steps under `timeout`, the monitor's verdict, then the teardown.
-async fn run_steps(run: &RunContext, case: &Case, timeout: Duration) -> Ran {
+async fn run_steps(run: &RunContext, case: &Case, timeout: Duration, repeat: Option<u32>) -> Ran {
     let mut ran = Ran::without(Outcome::Pass);
-    let outcome = run_steps_noting(run, case, timeout, &mut ran).await;
+    let outcome = run_steps_noting(run, case, timeout, repeat, &mut ran).await;
     ran.outcome = restraint_verdict(
         case,
         outcome,
@@ -194,6 +209,7 @@ async fn run_steps_noting(
     run: &RunContext,
     case: &Case,
     timeout: Duration,
+    repeat: Option<u32>,
     ran: &mut Ran,
 ) -> Outcome {
     let started = (std::time::Instant::now(), std::time::SystemTime::now());
@@ -219,6 +235,7 @@ async fn run_steps_noting(
     let mut ctx = CaseRun {
         run,
         case,
+        repeat,
         namespace: namespace.clone(),
         observer,
         instance: None,
@@ -314,13 +331,16 @@ fn monitor_verdicts(ctx: &CaseRun<'_>) -> Vec<Violation> {
 /// The log of an implementation instance that serves every case.
 pub const SHARED_LOG: &str = "implementation.log";
 
-/// Where a case's implementation log goes: its own for a per-case instance, the run's for an
-/// instance that serves every case.
-fn log_path(run: &RunContext, case: &Case) -> PathBuf {
+/// Where a case's implementation log goes: its own for a per-case instance (one a run when
+/// it is repeated: `<case>.run-2.log`), the run's for an instance that serves every case.
+fn log_path(run: &RunContext, case: &Case, repeat: Option<u32>) -> PathBuf {
     if !run.implementation.per_case() {
         return run.log_dir.join(SHARED_LOG);
     }
-    run.log_dir.join(format!("{}.log", case.name))
+    match repeat {
+        None => run.log_dir.join(format!("{}.log", case.name)),
+        Some(n) => run.log_dir.join(format!("{}.run-{n}.log", case.name)),
+    }
 }
 
 /// What a case starts before its first step, into `ctx` as it starts (so that the teardown
@@ -344,7 +364,7 @@ async fn prepare(ctx: &mut CaseRun<'_>, private_nodes: bool) -> Result<(), Outco
             .proxy
             .as_ref()
             .map_or(run.kubeconfig.as_path(), |p| p.kubeconfig());
-        let log = log_path(run, ctx.case);
+        let log = log_path(run, ctx.case, ctx.repeat);
         let started = Instance::start(&run.implementation, kubeconfig, Some(&ctx.namespace), &log)
             .await
             .map_err(|e| Outcome::Error {
@@ -486,7 +506,7 @@ async fn tear_down(
         }
         instance.stop().await;
     }
-    let log = log_path(run, ctx.case);
+    let log = log_path(run, ctx.case, ctx.repeat);
     if matches!(outcome, Outcome::Fail(_) | Outcome::Error { .. }) {
         if let Outcome::Fail(f) = &mut outcome {
             f.message.push_str(&format!(

@@ -33,7 +33,7 @@ mod writes;
 pub use cost::holding_slot;
 pub use expect::DEFAULT_WITHIN;
 pub use lifecycle::{
-    CASE_LABEL, DEFAULT_CASE_TIMEOUT, RunContext, SHARED_LOG, run_case, run_case_queued,
+    CASE_LABEL, DEFAULT_CASE_TIMEOUT, RunContext, SHARED_LOG, finished, run_case, run_case_queued,
 };
 pub use requirements::{
     LARGE_CASE_PODS, fixture_pods, is_large, loses_node, needs_exclusive, skip_reason,

@@ -21,6 +21,8 @@ pub(super) struct CaseRun<'a> {
     pub(super) run: &'a RunContext,
     /// The case.
     pub(super) case: &'a Case,
+    /// Which run of a repeated case this is (from 1), if it is repeated.
+    pub(super) repeat: Option<u32>,
     /// The case's own namespace.
     pub(super) namespace: String,
     /// The watches of the namespace and the invariant monitor.

@@ -42,7 +42,7 @@ h1{font-size:22px;margin:18px 0 4px}h2{font-size:17px;margin:26px 0 8px;border-b
 table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ddd;padding:2px 7px;text-align:left;vertical-align:top}
 th{background:#f4f4f6}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .v{font-weight:600;border-radius:3px;padding:0 5px}
-.v.pass,.v.conformant{background:#d8f3dc;color:#1b5e20}.v.fail,.v.error,.v.not-conformant{background:#fde2e1;color:#9b1c1c}
+.v.pass,.v.conformant{background:#d8f3dc;color:#1b5e20}.v.fail,.v.error,.v.not-conformant{background:#fde2e1;color:#9b1c1c}.v.unstable{background:#fff3cd;color:#8a4b00}
 .v.skip,.v.partial,.v.untested{background:#fff4d6;color:#7a5a00}.v.n-a{background:#eceff3;color:#555}
 .cases a{margin-right:6px}.meta{color:#555}
 section.case{border:1px solid #ddd;border-radius:5px;margin:6px 0;padding:0 10px}
@@ -130,7 +130,7 @@ fn class_of(verdict: &str) -> String {
 }
 
 fn profiles(out: &mut String, report: &ConformanceReport) {
-    out.push_str("<h2>Profiles</h2><table><tr><th>profile</th><th>verdict</th><th>pass</th><th>fail</th><th>skip</th><th>error</th><th>not applicable in this revision</th></tr>\n");
+    out.push_str("<h2>Profiles</h2><table><tr><th>profile</th><th>verdict</th><th>pass</th><th>unstable</th><th>fail</th><th>skip</th><th>error</th><th>not applicable in this revision</th></tr>\n");
     for p in &report.profiles {
         let v = if p.conformant {
             "conformant"
@@ -139,10 +139,11 @@ fn profiles(out: &mut String, report: &ConformanceReport) {
         };
         let _ = writeln!(
             out,
-            "<tr><td>{}</td><td><span class=\"v {}\">{v}</span></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            "<tr><td>{}</td><td><span class=\"v {}\">{v}</span></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             p.profile.as_str(),
             class_of(v),
             p.cases.pass,
+            p.cases.unstable,
             p.cases.fail,
             p.cases.skip,
             p.cases.error,
@@ -163,14 +164,14 @@ fn summary_counts(out: &mut String, results: &RunResults) {
         .collect();
     let _ = writeln!(
         out,
-        "<p class=\"toolbar\">{} cases: {} · show <a href=\"#cases\" onclick=\"only('')\">all</a> <a href=\"#cases\" onclick=\"only('fail')\">failed</a> <a href=\"#cases\" onclick=\"only('error')\">errored</a></p>",
+        "<p class=\"toolbar\">{} cases: {} · show <a href=\"#cases\" onclick=\"only('')\">all</a> <a href=\"#cases\" onclick=\"only('fail')\">failed</a> <a href=\"#cases\" onclick=\"only('unstable')\">unstable</a> <a href=\"#cases\" onclick=\"only('error')\">errored</a></p>",
         results.cases.len(),
         parts.join(", ")
     );
 }
 
 fn clause_matrix(out: &mut String, report: &ConformanceReport, results: &RunResults) {
-    out.push_str("<h2 id=\"clauses\">Clauses</h2><table><tr><th>clause</th><th>profile</th><th>title</th><th>verdict</th><th>pass</th><th>fail</th><th>skip</th><th>n/a</th><th>error</th><th>cases</th></tr>\n");
+    out.push_str("<h2 id=\"clauses\">Clauses</h2><table><tr><th>clause</th><th>profile</th><th>title</th><th>verdict</th><th>pass</th><th>unstable</th><th>fail</th><th>skip</th><th>n/a</th><th>error</th><th>cases</th></tr>\n");
     for c in &report.clauses {
         let citing: Vec<&CaseResult> = results
             .sorted()
@@ -182,7 +183,7 @@ fn clause_matrix(out: &mut String, report: &ConformanceReport, results: &RunResu
                 "<a class=\"{}\" href=\"#{}\" title=\"{}\">{}</a>",
                 r.outcome.verdict().label().replace('/', "-"),
                 escape(&case_anchor(r)),
-                r.outcome.verdict().label(),
+                r.outcome.shown(),
                 escape(&r.case)
             )
         };
@@ -199,12 +200,13 @@ fn clause_matrix(out: &mut String, report: &ConformanceReport, results: &RunResu
         }
         let _ = writeln!(
             out,
-            "<tr id=\"clause-{id}\"><td>{id}</td><td>{}</td><td>{}</td><td><span class=\"v {}\">{}</span></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"cases\">{}</td></tr>",
+            "<tr id=\"clause-{id}\"><td>{id}</td><td>{}</td><td>{}</td><td><span class=\"v {}\">{}</span></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"cases\">{}</td></tr>",
             c.profile.as_str(),
             escape(c.title),
             class_of(c.verdict),
             c.verdict,
             c.cases.pass,
+            c.cases.unstable,
             c.cases.fail,
             c.cases.skip,
             c.cases.not_applicable,
@@ -218,7 +220,9 @@ fn clause_matrix(out: &mut String, report: &ConformanceReport, results: &RunResu
 
 /// Whether a failure names `clause` among those it broke without the case citing it.
 fn charged_to(r: &CaseResult, clause: &str) -> bool {
-    matches!(&r.outcome, Outcome::Fail(f) if f.broken.iter().any(|b| b == clause))
+    r.outcome
+        .failure()
+        .is_some_and(|f| f.broken.iter().any(|b| b == clause))
 }
 
 fn secs(ms: u64) -> String {
@@ -275,8 +279,8 @@ fn fault_points(out: &mut String, report: &ConformanceReport) {
 
 fn case(out: &mut String, r: &CaseResult) {
     let verdict = r.outcome.verdict();
-    let label = verdict.label();
-    let outcome = label.replace('/', "-");
+    let label = r.outcome.shown();
+    let outcome = verdict.label().replace('/', "-");
     let clauses: Vec<String> = r
         .clauses
         .iter()
@@ -346,6 +350,17 @@ fn case(out: &mut String, r: &CaseResult) {
             );
         }
         Outcome::Fail(f) => failure(out, f),
+        Outcome::Unstable {
+            passed,
+            runs,
+            failure: f,
+        } => {
+            let _ = writeln!(
+                out,
+                "<p class=\"failing-step\">unstable: passed {passed} of {runs} runs</p>"
+            );
+            failure(out, f);
+        }
     }
     out.push_str("</details></section>\n");
 }

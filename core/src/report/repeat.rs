@@ -12,7 +12,8 @@ use super::event::{CaseResult, Failure, Outcome};
 /// - none passed: a failure, the first failing run's, with every failing run's timeline;
 /// - some passed, some failed: [`Outcome::Unstable`], likewise.
 ///
-/// Runs that were skipped or not applicable count only when all were (the case then is too).
+/// Runs that were skipped or not applicable count only when all were (the case then is too);
+/// passing runs beside skipped ones are a skip saying so, never a pass of fewer runs.
 /// Times are those of the longest run; the API cost, of the first run that passed (what doing
 /// the job cost), else of the longest; crash and fault points, of the first failing run, or
 /// of the first run when none failed.
@@ -63,6 +64,18 @@ pub fn fold_runs(mut results: Vec<(u32, CaseResult)>) -> CaseResult {
         })
         .collect();
     let passed = u32::try_from(judged.len() - failing.len()).unwrap_or(u32::MAX);
+    // Runs that passed while others never ran (`--fail-fast`) are no pass of N.
+    if failing.is_empty()
+        && let Some(reason) = results.iter().find_map(|(_, r)| match &r.outcome {
+            Outcome::Skip { reason } | Outcome::NotApplicable { reason } => Some(reason),
+            _ => None,
+        })
+    {
+        folded.outcome = Outcome::Skip {
+            reason: format!("only {passed} of {runs} runs ran, all passing; the others: {reason}"),
+        };
+        return folded;
+    }
     let Some((first_run, first, first_failure)) = failing.first().copied() else {
         folded.crash_points = results[0].1.crash_points.clone();
         folded.fault_points = results[0].1.fault_points.clone();
@@ -245,7 +258,15 @@ mod tests {
         );
         assert_eq!(
             fold_runs(vec![(1, result(skip(), 1)), (2, result(Outcome::Pass, 1))]).outcome,
-            Outcome::Pass
+            Outcome::Skip {
+                reason: "only 1 of 2 runs ran, all passing; the others: no kubelet".into()
+            }
         );
+        let mixed = fold_runs(vec![
+            (1, result(skip(), 1)),
+            (2, result(Outcome::Pass, 1)),
+            (3, result(fail("x", &[]), 1)),
+        ]);
+        assert_eq!(mixed.outcome.stability().as_deref(), Some("1/2"));
     }
 }

@@ -457,6 +457,14 @@ mod tests {
         }
     }
 
+    fn report_of(results: &RunResults) -> ConformanceReport {
+        let implementation = Implementation {
+            name: "x".into(),
+            version: "1".into(),
+        };
+        ConformanceReport::new(implementation, Revision::default(), "2026-12-01", results)
+    }
+
     fn verdict<'a>(report: &'a ConformanceReport, clause: &str) -> &'a ClauseVerdict {
         report.clauses.iter().find(|c| c.clause == clause).unwrap()
     }
@@ -480,12 +488,7 @@ mod tests {
             ],
             duration: Duration::ZERO,
         };
-        let implementation = Implementation {
-            name: "x".into(),
-            version: "1".into(),
-        };
-        let report =
-            ConformanceReport::new(implementation, Revision::default(), "2026-12-01", &results);
+        let report = report_of(&results);
         let o1 = verdict(&report, "O1");
         assert_eq!((o1.verdict, o1.cases.fail), ("fail", 1));
         assert_eq!(o1.not_passed, vec!["stopped-early".to_string()]);
@@ -514,12 +517,7 @@ mod tests {
             ],
             duration: Duration::ZERO,
         };
-        let implementation = Implementation {
-            name: "x".into(),
-            version: "1".into(),
-        };
-        let report =
-            ConformanceReport::new(implementation, Revision::default(), "2026-12-01", &results);
+        let report = report_of(&results);
         let e8 = verdict(&report, "E8");
         assert_eq!(
             (e8.verdict, e8.cases.unstable, e8.cases.pass),

@@ -184,7 +184,7 @@ fn junit_matches_the_golden_file() {
 fn junit_is_written_to_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("junit.xml");
-    report::write_junit(&path, &results(), fixed_time()).unwrap();
+    report::write_junit(&path, &results(), fixed_time(), None).unwrap();
     assert!(fs::read_to_string(path).unwrap().starts_with("<?xml"));
 }
 
@@ -197,6 +197,50 @@ fn the_summary_table_lists_every_case() {
     ));
 }
 
+/// A provenance as a run on kind with an implementer's names would record it.
+fn provenance() -> report::Provenance {
+    report::Provenance {
+        harness: report::Harness {
+            version: "0.1.0".into(),
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+        },
+        implementer: report::Implementer {
+            organization: Some("example.org".into()),
+            project: Some("grove-reference-operator".into()),
+            url: Some("https://example.org/grove".into()),
+            version: Some("0.1.0".into()),
+            contact: vec!["grove@example.org".into()],
+        },
+        catalog: "sha256:0000000000000000000000000000000000000000000000000000000000000000".into(),
+        target: report::TargetRecord {
+            kind: "kind".into(),
+            kubernetes: Some("v1.34.4".into()),
+        },
+        implementation: report::ImplementationRun {
+            mode: "image".into(),
+            command: Some("reference-operator --namespace {namespace}".into()),
+            image: Some("grove-reference-operator:dev".into()),
+            image_digest: Some(
+                "sha256:1111111111111111111111111111111111111111111111111111111111111111".into(),
+            ),
+            deployment: None,
+        },
+        selection: report::SelectionRecord {
+            profile: Some("core".into()),
+            ..Default::default()
+        },
+        settings: report::Settings {
+            jobs: 4,
+            repeat: 8,
+            shards: Vec::new(),
+            api_proxy: true,
+            fail_fast: false,
+        },
+        started: "2026-08-13T12:00:00Z".into(),
+        commands: vec!["grove-conformance run --kind --profile core --repeat 8".into()],
+    }
+}
+
 #[test]
 fn the_conformance_report_aggregates_per_clause_and_profile() {
     let r = ConformanceReport::new(
@@ -207,7 +251,8 @@ fn the_conformance_report_aggregates_per_clause_and_profile() {
         Revision::Grep0285Review,
         "2026-08-13T12:00:00Z",
         &results(),
-    );
+    )
+    .with_provenance(Some(provenance()));
     assert!(!r.conformant());
     let verdict = |id: &str| r.clauses.iter().find(|c| c.clause == id).unwrap().verdict;
     assert_eq!(verdict("E8"), "pass");

@@ -24,14 +24,15 @@ fn case_names(results: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The report without what differs between any two runs: the date and the timing.
-fn verdicts(dir: &Path) -> String {
+/// The report without what differs between any two runs: the date, what produced it (the
+/// command lines and shards), the timing and the digest of it all.
+fn verdicts(dir: &Path) -> Value {
     let text = std::fs::read_to_string(dir.join("conformance.yaml")).unwrap();
-    text.lines()
-        .take_while(|l| !l.starts_with("timing:"))
-        .filter(|l| !l.starts_with("date:"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    let mut value: Value = serde_yaml::from_str(&text).unwrap();
+    for field in ["date", "provenance", "timing", "digest"] {
+        value.as_object_mut().unwrap().remove(field);
+    }
+    value
 }
 
 fn testcases(dir: &Path) -> BTreeSet<String> {
@@ -98,6 +99,24 @@ fn three_shards_merge_into_the_verdicts_and_cases_of_one_run() {
     let merged_names: BTreeSet<String> = case_names(&results(&merged)).into_iter().collect();
     assert_eq!(merged_names, one);
     assert!(merged.join("conformance.html").is_file());
+    // Every report written verifies against this checkout: the run's, each shard's, the
+    // merged one's; the merged one names every shard's command line.
+    for name in ["one", "shard-1", "shard-2", "shard-3", "merged"] {
+        let done = harness(&["verify-report", dir(name).to_str().unwrap()]);
+        assert_eq!(done.status.code(), Some(0), "{name}: {}", text(&done));
+        assert_eq!(
+            text(&done).matches("verified:").count(),
+            3,
+            "{}",
+            text(&done)
+        );
+    }
+    let provenance = &results(&merged)["provenance"];
+    assert_eq!(provenance["commands"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        provenance["settings"]["shards"],
+        serde_json::json!(["1/3", "2/3", "3/3"])
+    );
 
     // Two shards of three do not make up the run: the missing one and its cases are named.
     let done = harness(&[

@@ -20,7 +20,7 @@ use grove_conformance::schedule::Durations;
 
 use super::error::{CliError, CliResult};
 use super::run::{self, RunArgs};
-use super::{reports, runtime, shard};
+use super::{provenance, reports, runtime, shard};
 
 /// At most this many rounds of shrinking a scenario.
 const MAX_SHRINK_ROUNDS: usize = 25;
@@ -91,6 +91,8 @@ pub(crate) fn explore(args: &ExploreArgs) -> CliResult {
     let prepared = run::prepare_admission(r, scratch.path())?;
     let implementation = run::implementation(r, &prepared)?;
     let (impl_name, impl_version) = run::implementation_name(r, &implementation);
+    let started_at = provenance::now();
+    let mut ran_as = provenance::implementation_run(&implementation);
     // Explore certifies nothing: L2 fails every scenario that breaches it, though generated
     // cases are `core` and L2 is provisional.
     let settings = RunSettings {
@@ -105,14 +107,16 @@ pub(crate) fn explore(args: &ExploreArgs) -> CliResult {
             selected.len()
         );
         let empty = report::RunResults::default();
-        reports::write_reports(r, &empty, impl_name, impl_version, generated, &selected);
+        let provenance = provenance::provenance(r, &generated, ran_as, None, &started_at);
+        reports::write_reports(r, &empty, impl_name, impl_version, &selected, provenance);
         return Ok(report::SUCCESS);
     }
     let started = Instant::now();
     let ran = cases.len();
-    let (results, shrunk) = runtime().block_on(async {
+    let (results, shrunk, kubernetes) = runtime().block_on(async {
         let mut target = run::acquire_target(&spec, !r.no_install_crds, &prepared).await?;
         let client = target.handles().client.clone();
+        let kubernetes = provenance::observe(&client, &settings.implementation, &mut ran_as).await;
         let handles = target.handles().clone();
         let work = async {
             let results = runner::run_cases(
@@ -161,9 +165,10 @@ pub(crate) fn explore(args: &ExploreArgs) -> CliResult {
             explored.as_secs_f64(),
             ran as f64 / minutes.max(1e-9)
         );
-        Ok((results, shrunk))
+        Ok((results, shrunk, kubernetes))
     })?;
-    reports::write_reports(r, &results, impl_name, impl_version, generated, &selected);
+    let provenance = provenance::provenance(r, &generated, ran_as, kubernetes, &started_at);
+    reports::write_reports(r, &results, impl_name, impl_version, &selected, provenance);
     for s in &shrunk {
         if args.no_shrink {
             println!(

@@ -26,10 +26,12 @@ mod explore;
 mod in_cluster;
 mod lint;
 mod operator;
+mod provenance;
 mod reports;
 mod run;
 mod setup;
 mod shard;
+mod verify;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -159,6 +161,19 @@ enum Command {
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
     },
+    /// Check a report against this checkout of the suite: a `conformance.yaml`, a
+    /// `results.json`, or a results folder holding them. It must read as one (schema), carry
+    /// its own content's digest (not edited by hand), name this catalog's digest, hold exactly
+    /// the cases its recorded selection selects here with their clauses, and every count and
+    /// verdict must be what its per-case results give. Exits 0 when it holds, 105 naming
+    /// every difference.
+    VerifyReport {
+        /// The report, or a results folder.
+        path: PathBuf,
+        /// Folder holding `cases/` and `fixtures/`.
+        #[arg(long, default_value = ".")]
+        catalog: PathBuf,
+    },
     /// Check the whole catalog; fails when a case is invalid or a core clause is cited by no case.
     Lint {
         /// Folder holding `cases/` and `fixtures/`.
@@ -281,6 +296,7 @@ pub fn main() -> ExitCode {
             inputs,
         } => shard::durations(&catalog, &inputs, write.as_deref()),
         Command::Merge { out, junit, dirs } => shard::merge(&dirs, &out, junit),
+        Command::VerifyReport { path, catalog } => verify::verify_report(&path, &catalog),
         Command::Lint { catalog } => lint::lint(&catalog),
         Command::Coverage {
             catalog,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use grove_conformance::catalog;
 use grove_conformance::diff::Style;
 use grove_conformance::errors;
-use grove_conformance::report::{self, ConformanceReport, RunRecord};
+use grove_conformance::report::{self, ConformanceReport, Provenance, RunRecord};
 use grove_conformance::vocab::Revision;
 
 use super::run::RunArgs;
@@ -26,6 +26,8 @@ pub(crate) struct Reports<'a> {
     pub revision: Revision,
     /// The day of the run (`YYYY-MM-DD`).
     pub date: String,
+    /// What produced the run.
+    pub provenance: Option<Provenance>,
 }
 
 /// Today, as the reports date a run.
@@ -46,9 +48,8 @@ impl Reports<'_> {
             .junit
             .clone()
             .unwrap_or_else(|| self.out.join("junit.xml"));
-        if let Err(e) =
-            report::write_junit(&junit_path, results, k8s_openapi::jiff::Timestamp::now())
-        {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        if let Err(e) = report::write_junit(&junit_path, results, now, self.provenance.as_ref()) {
             eprintln!("error: {:#}", errors::chain(&e));
         }
         let conformance = ConformanceReport::new(
@@ -56,7 +57,8 @@ impl Reports<'_> {
             self.revision,
             &self.date,
             results,
-        );
+        )
+        .with_provenance(self.provenance.clone());
         for (file, text) in [
             ("conformance.yaml", conformance.to_yaml()),
             ("conformance.md", conformance.to_markdown()),
@@ -109,25 +111,28 @@ fn failure_details(out: &Path, results: &report::RunResults) -> String {
 }
 
 /// The summary, the failure details and every report of a run, with its `results.json`:
-/// `catalog` names what was run (a digest of the catalog's files, or what generated the
-/// cases) and `selected` is every case selected before sharding.
+/// `selected` is every case selected before sharding, `provenance` what produced the run (its
+/// `catalog` names what was run: a digest of the catalog's files, or what generated the
+/// cases).
 pub(crate) fn write_reports(
     args: &RunArgs,
     results: &report::RunResults,
     name: String,
     version: String,
-    catalog: String,
     selected: &[catalog::Case],
+    provenance: Provenance,
 ) {
     let named = report::Implementation { name, version };
-    let identity = shard::identity(&named, args.revision, catalog, selected);
+    let identity = shard::identity(&named, args.revision, provenance.catalog.clone(), selected);
     let reports = Reports {
         out: &args.out,
         junit: args.junit.clone(),
         implementation: named,
         revision: args.revision,
         date: today(),
+        provenance: Some(provenance),
     };
-    let record = RunRecord::new(identity, args.shard, &reports.date, results);
+    let record = RunRecord::new(identity, args.shard, &reports.date, results)
+        .with_provenance(reports.provenance.clone());
     reports.write(results, &record);
 }

@@ -20,6 +20,7 @@ use grove_conformance::vocab::{Revision, Vocabulary};
 
 use super::e2e_log::E2eLog;
 use super::error::{CliError, CliResult};
+use super::provenance::{self, ImplementerArgs};
 use super::reports::write_reports;
 use super::{load, runtime, shard};
 
@@ -44,13 +45,13 @@ pub(crate) struct RunArgs {
     pub(crate) catalog: PathBuf,
     /// Run against the cluster of this kubeconfig instead of the embedded one.
     #[arg(long, env = "GROVE_CONFORMANCE_KUBECONFIG")]
-    kubeconfig: Option<PathBuf>,
+    pub(crate) kubeconfig: Option<PathBuf>,
     /// Context of `--kubeconfig` to use (default: its current context).
     #[arg(long, requires = "kubeconfig")]
     context: Option<String>,
     /// Create a kind cluster and run against it (needs Docker).
     #[arg(long, conflicts_with = "kubeconfig")]
-    kind: bool,
+    pub(crate) kind: bool,
     /// Keep the kind cluster afterwards.
     #[arg(long, requires = "kind")]
     keep_cluster: bool,
@@ -105,6 +106,8 @@ pub(crate) struct RunArgs {
     /// Name and version of the implementation for the report (`name@version`).
     #[arg(long)]
     implementation_name: Option<String>,
+    #[command(flatten)]
+    pub(crate) implementer: ImplementerArgs,
     /// Spec revision the implementation follows.
     #[arg(long, default_value = "grep-0285-review")]
     pub(crate) revision: Revision,
@@ -114,15 +117,15 @@ pub(crate) struct RunArgs {
     /// Only cases whose name contains it, whose area is it, or that cite it as a clause
     /// (repeatable).
     #[arg(long)]
-    filter: Vec<String>,
+    pub(crate) filter: Vec<String>,
     /// Only cases whose spec text matches this regular expression, as Ginkgo's `--focus`: the
     /// text is `[area] name [clause]... [Conformance]` (`[Extended]` for extended cases),
     /// e.g. `\[Conformance\]` selects the core profile.
     #[arg(long, value_name = "REGEX")]
-    focus: Option<regex::Regex>,
+    pub(crate) focus: Option<regex::Regex>,
     /// Leave out cases whose spec text matches this regular expression (as `--focus`).
     #[arg(long, value_name = "REGEX")]
-    skip: Option<regex::Regex>,
+    pub(crate) skip: Option<regex::Regex>,
     /// Also write a Ginkgo-style log here, the form conformance runners read progress from:
     /// `Will run N of M specs`, a line starting `•` per finished case, the summary.
     #[arg(long, value_name = "FILE")]
@@ -130,7 +133,7 @@ pub(crate) struct RunArgs {
     /// Cases at once (default: 16 × cores, between 4 and 32; on real kubelets, `--kind` or
     /// `--kubeconfig`, 2 × cores, between 2 and 16).
     #[arg(short = 'j', long)]
-    jobs: Option<usize>,
+    pub(crate) jobs: Option<usize>,
     /// Where the JUnit XML goes (default: <out>/junit.xml).
     #[arg(long)]
     pub(crate) junit: Option<PathBuf>,
@@ -139,7 +142,7 @@ pub(crate) struct RunArgs {
     pub(crate) out: PathBuf,
     /// Start no further case once one fails or errors (the rest are reported as skipped).
     #[arg(long)]
-    fail_fast: bool,
+    pub(crate) fail_fast: bool,
     /// Run each case N times, side by side as slots allow: it passes only when it passed N of
     /// N; a mix of passes and failures is `unstable k/N`, which fails the run.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -147,7 +150,7 @@ pub(crate) struct RunArgs {
     /// Let the implementation reach the apiserver directly instead of through the harness's
     /// API proxy (cases with `request:` crash pins are then skipped; for measuring the proxy).
     #[arg(long)]
-    no_api_proxy: bool,
+    pub(crate) no_api_proxy: bool,
     /// Keep each case's namespace afterwards.
     #[arg(long)]
     keep_namespaces: bool,
@@ -220,6 +223,8 @@ pub(crate) fn run(args: &RunArgs) -> CliResult {
     let prepared = prepare_admission(args, scratch.path())?;
     let implementation = implementation(args, &prepared)?;
     let (impl_name, impl_version) = implementation_name(args, &implementation);
+    let started = provenance::now();
+    let mut run = provenance::implementation_run(&implementation);
     if cases.is_empty() {
         // Only a shard can be empty (an empty selection exited 104 above); its results
         // still go out, so that `merge` finds every shard.
@@ -229,18 +234,28 @@ pub(crate) fn run(args: &RunArgs) -> CliResult {
             selected.len()
         );
         let results = report::RunResults::default();
-        write_reports(args, &results, impl_name, impl_version, digest, &selected);
+        let provenance = provenance::provenance(args, &digest, run, None, &started);
+        write_reports(
+            args,
+            &results,
+            impl_name,
+            impl_version,
+            &selected,
+            provenance,
+        );
         return Ok(report::SUCCESS);
     }
     let settings = RunSettings {
         durations,
-        ..run_settings(args, implementation)
+        ..run_settings(args, implementation.clone())
     };
     let spec = target_spec(args)?;
-    let results = runtime().block_on(async {
+    let (results, kubernetes) = runtime().block_on(async {
         let mut target = acquire_target(&spec, !args.no_install_crds, &prepared).await?;
+        let client = target.handles().client.clone();
+        let kubernetes = provenance::observe(&client, &implementation, &mut run).await;
         let e2e_log = args.e2e_log.clone().map(|p| (p, catalog.cases.len()));
-        execute(
+        let results = execute(
             &mut target,
             &prepared.webhooks,
             catalog,
@@ -248,13 +263,36 @@ pub(crate) fn run(args: &RunArgs) -> CliResult {
             &settings,
             e2e_log,
         )
-        .await
+        .await?;
+        Ok::<_, CliError>((results, kubernetes))
     })?;
-    write_reports(args, &results, impl_name, impl_version, digest, &selected);
+    let provenance = provenance::provenance(args, &digest, run, kubernetes, &started);
+    write_reports(
+        args,
+        &results,
+        impl_name,
+        impl_version,
+        &selected,
+        provenance,
+    );
     Ok(report::exit_code(&results))
 }
 
 impl RunArgs {
+    /// Cases at once: `--jobs`, or the default for the target.
+    pub(crate) fn jobs_or_default(&self) -> usize {
+        self.jobs
+            .unwrap_or_else(|| runner::default_jobs(self.target_options().real_kubelets()))
+    }
+
+    /// The profile `--profile` selects.
+    pub(crate) fn profile_selected(&self) -> Option<Profile> {
+        self.profile.map(|p| match p {
+            ProfileArg::Core => Profile::Core,
+            ProfileArg::Extended => Profile::Extended,
+        })
+    }
+
     /// The target options among the arguments.
     fn target_options(&self) -> TargetOptions {
         TargetOptions {
@@ -308,9 +346,7 @@ pub(crate) fn run_settings(args: &RunArgs, implementation: ImplementationSpec) -
     RunSettings {
         implementation,
         vocab: Vocabulary::new(args.revision),
-        jobs: args
-            .jobs
-            .unwrap_or_else(|| runner::default_jobs(args.target_options().real_kubelets())),
+        jobs: args.jobs_or_default(),
         keep_namespaces: args.keep_namespaces,
         restraint_fails_every_case: false,
         log_dir: args.out.join("logs"),
@@ -435,26 +471,33 @@ pub(crate) fn select(
 ) -> Result<Vec<catalog::Case>, CliError> {
     let selection = Selection {
         filters: args.filter.clone(),
-        profile: args.profile.map(|p| match p {
-            ProfileArg::Core => Profile::Core,
-            ProfileArg::Extended => Profile::Extended,
-        }),
+        profile: args.profile_selected(),
     };
-    let cases: Vec<_> = catalog
+    let cases = select_cases(catalog, &selection, args.focus.as_ref(), args.skip.as_ref());
+    if cases.is_empty() {
+        return Err(CliError::new(Exit::NoCases, "the filter selected no case"));
+    }
+    Ok(cases)
+}
+
+/// The cases of `catalog` that `selection` selects, whose spec text `focus` matches (when
+/// given) and `skip` does not.
+pub(crate) fn select_cases(
+    catalog: &catalog::Catalog,
+    selection: &Selection,
+    focus: Option<&regex::Regex>,
+    skip: Option<&regex::Regex>,
+) -> Vec<catalog::Case> {
+    catalog
         .cases
         .iter()
         .filter(|c| selection.selects(c))
         .filter(|c| {
             let text = spec_text(c);
-            args.focus.as_ref().is_none_or(|f| f.is_match(&text))
-                && args.skip.as_ref().is_none_or(|s| !s.is_match(&text))
+            focus.is_none_or(|f| f.is_match(&text)) && skip.is_none_or(|s| !s.is_match(&text))
         })
         .cloned()
-        .collect();
-    if cases.is_empty() {
-        return Err(CliError::new(Exit::NoCases, "the filter selected no case"));
-    }
-    Ok(cases)
+        .collect()
 }
 
 /// The implementation `args` names, with what `prepared` gives it.
@@ -587,6 +630,14 @@ pub(crate) fn implementation_name(
     args: &RunArgs,
     implementation: &ImplementationSpec,
 ) -> (String, String) {
+    let (name, version) = named(args, implementation);
+    match args.implementer.version() {
+        Some(v) => (name, v.to_owned()),
+        None => (name, version),
+    }
+}
+
+fn named(args: &RunArgs, implementation: &ImplementationSpec) -> (String, String) {
     match &args.implementation_name {
         Some(n) => match n.split_once('@') {
             Some((name, version)) => (name.to_string(), version.to_string()),

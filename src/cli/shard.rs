@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use grove_conformance::catalog::{Case, Catalog};
-use grove_conformance::report::{self, Exit, RunIdentity, RunRecord};
+use grove_conformance::report::{self, Exit, Provenance, RunIdentity, RunRecord};
 use grove_conformance::runner;
 use grove_conformance::schedule::{self, Durations, Shard, Weighted};
 use grove_conformance::vocab::Revision;
@@ -287,6 +287,8 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, junit: Option<PathBuf>) -> Cli
     }
     let (identity, results) =
         report::merge(&records).map_err(|e| CliError::from_error(Exit::Usage, e))?;
+    let provenance = Provenance::merged(records.iter().filter_map(|(_, r)| r.provenance.as_ref()))
+        .map_err(|e| CliError::from_error(Exit::Usage, e))?;
     let revision: Revision = identity
         .revision
         .parse()
@@ -303,8 +305,9 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, junit: Option<PathBuf>) -> Cli
         implementation: (&identity.implementation).into(),
         revision,
         date: date.clone(),
+        provenance: provenance.clone(),
     };
-    let record = RunRecord::new(identity, None, &date, &results);
+    let record = RunRecord::new(identity, None, &date, &results).with_provenance(provenance);
     reports.write(&results, &record);
     eprintln!(
         "merged {} shard(s): {} cases",

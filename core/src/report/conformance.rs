@@ -7,11 +7,13 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::event::{Outcome, RunResults};
+use super::provenance::Provenance;
+use super::seal::{DIGEST_FIELD, digest_of};
 use crate::catalog::{CLAUSES, Profile};
 use crate::vocab::Revision;
 
 /// The implementation under test, as the report names it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Implementation {
     /// Name (`grove-reference-operator`).
     pub name: String,
@@ -89,24 +91,88 @@ pub struct ClauseVerdict {
     pub not_passed: Vec<String>,
 }
 
+/// The `apiVersion` of `conformance.yaml`.
+pub const REPORT_API_VERSION: &str = "conformance.grove.io/v1alpha1";
+/// The `kind` of `conformance.yaml`.
+pub const REPORT_KIND: &str = "JobConformanceReport";
+
+/// One case's result as the report lists it: enough to aggregate the report again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ReportedCase {
+    /// The case.
+    pub case: String,
+    /// Its area.
+    pub area: String,
+    /// `core` or `extended`.
+    pub profile: String,
+    /// The clauses it cites.
+    pub clauses: Vec<String>,
+    /// Its verdict (`pass`, `fail`, `unstable`, `skip`, `n/a`, `error`).
+    pub outcome: String,
+    /// An unstable case's runs that passed, of [`ReportedCase::runs`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed_runs: Option<u32>,
+    /// An unstable case's runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<u32>,
+    /// The clauses a failure names broken (an invariant violation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub broken: Vec<String>,
+}
+
+impl ReportedCase {
+    fn of(r: &super::CaseResult) -> Self {
+        let (passed_runs, runs) = match &r.outcome {
+            Outcome::Unstable { passed, runs, .. } => (Some(*passed), Some(*runs)),
+            _ => (None, None),
+        };
+        let broken = match &r.outcome {
+            Outcome::Fail(f) | Outcome::Unstable { failure: f, .. } => f.broken.clone(),
+            _ => Vec::new(),
+        };
+        ReportedCase {
+            case: r.case.clone(),
+            area: r.area.clone(),
+            profile: r.profile.as_str().to_owned(),
+            clauses: r.clauses.clone(),
+            outcome: r.outcome.label().to_owned(),
+            passed_runs,
+            runs,
+            broken,
+        }
+    }
+}
+
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ConformanceReport {
+    /// [`REPORT_API_VERSION`].
+    #[serde(rename = "apiVersion")]
+    pub api_version: &'static str,
+    /// [`REPORT_KIND`].
+    pub kind: &'static str,
     /// The implementation.
     pub implementation: Implementation,
     /// The spec revision the run used.
     pub revision: String,
     /// When the run happened (RFC 3339), as given by the caller.
     pub date: String,
+    /// What produced it (absent only in reports built by hand, as tests do).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
     /// One verdict per profile (core first).
     pub profiles: Vec<ProfileVerdict>,
     /// One entry per clause of the spec, in spec order.
     pub clauses: Vec<ClauseVerdict>,
+    /// Every case's result, by name.
+    pub cases: Vec<ReportedCase>,
     /// Where each case's pinned crashes landed (cases with none are left out).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub crash_points: Vec<CrashPoints>,
     /// Where the run's time went.
     pub timing: Timing,
+    /// The digest of everything above (see `seal`): an edit by hand shows.
+    pub digest: String,
 }
 
 /// Where a run's time went, in milliseconds: the run's wall time, the cases' summed wall time
@@ -153,22 +219,39 @@ fn millis(d: std::time::Duration) -> u64 {
 }
 
 impl Timing {
+    /// The split of `results`, each case's times taken to the millisecond first (the
+    /// overhead the rest of its wall time, the totals the sums), so that a report read back
+    /// from its milliseconds gives the same figures.
     fn of(results: &RunResults) -> Timing {
-        let t = results.time_totals();
         let mut cases: Vec<NamedTiming> = results
             .cases
             .iter()
-            .map(|r| NamedTiming {
-                case: r.case.clone(),
-                time: CaseTiming {
-                    wall_ms: millis(r.duration),
-                    waiting_ms: millis(r.time.waiting),
-                    holding_ms: millis(r.time.holding),
-                    overhead_ms: millis(r.time.overhead(r.duration)),
-                    queued_ms: millis(r.time.queued),
-                },
+            .map(|r| {
+                let (wall_ms, waiting_ms, holding_ms) = (
+                    millis(r.duration),
+                    millis(r.time.waiting),
+                    millis(r.time.holding),
+                );
+                NamedTiming {
+                    case: r.case.clone(),
+                    time: CaseTiming {
+                        wall_ms,
+                        waiting_ms,
+                        holding_ms,
+                        overhead_ms: wall_ms.saturating_sub(waiting_ms + holding_ms),
+                        queued_ms: millis(r.time.queued),
+                    },
+                }
             })
             .collect();
+        let mut totals = CaseTiming::default();
+        for c in &cases {
+            totals.wall_ms += c.time.wall_ms;
+            totals.waiting_ms += c.time.waiting_ms;
+            totals.holding_ms += c.time.holding_ms;
+            totals.overhead_ms += c.time.overhead_ms;
+            totals.queued_ms += c.time.queued_ms;
+        }
         cases.sort_by(|a, b| {
             b.time
                 .wall_ms
@@ -177,20 +260,14 @@ impl Timing {
         });
         Timing {
             run_ms: millis(results.duration),
-            totals: CaseTiming {
-                wall_ms: millis(t.cases),
-                waiting_ms: millis(t.waiting),
-                holding_ms: millis(t.holding),
-                overhead_ms: millis(t.overhead),
-                queued_ms: millis(t.queued),
-            },
+            totals,
             cases,
         }
     }
 }
 
 /// Where the pinned crashes of one case landed, in order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct CrashPoints {
     /// The case.
     pub case: String,
@@ -318,14 +395,40 @@ impl ConformanceReport {
             })
             .collect();
         ConformanceReport {
+            api_version: REPORT_API_VERSION,
+            kind: REPORT_KIND,
             implementation,
             revision: revision.id().to_owned(),
             date: date.to_owned(),
+            provenance: None,
             profiles,
             clauses,
+            cases: results.sorted().into_iter().map(ReportedCase::of).collect(),
             crash_points,
             timing: Timing::of(results),
+            digest: String::new(),
         }
+        .sealed()
+    }
+
+    /// The report saying what produced it.
+    pub fn with_provenance(mut self, provenance: Option<Provenance>) -> Self {
+        self.provenance = provenance;
+        self.sealed()
+    }
+
+    /// The report as JSON values, as `verify-report` compares them.
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("a conformance report serializes")
+    }
+
+    fn sealed(mut self) -> Self {
+        let mut value = self.to_value();
+        if let Some(map) = value.as_object_mut() {
+            map.remove(DIGEST_FIELD);
+        }
+        self.digest = digest_of(&value);
+        self
     }
 
     /// Whether the implementation is conformant (the core profile's verdict).
@@ -350,7 +453,11 @@ impl ConformanceReport {
             self.implementation.name, self.implementation.version
         );
         let _ = writeln!(out, "- spec revision: `{}`", self.revision);
-        let _ = writeln!(out, "- date: {}\n", self.date);
+        let _ = writeln!(out, "- date: {}", self.date);
+        for (label, value) in self.provenance.iter().flat_map(Provenance::lines) {
+            let _ = writeln!(out, "- {label}: {value}");
+        }
+        let _ = writeln!(out, "- digest: `{}`\n", self.digest);
         let _ = writeln!(
             out,
             "| profile | verdict | pass | unstable | fail | skip | error | not applicable in this revision |"

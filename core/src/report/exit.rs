@@ -24,11 +24,13 @@ pub enum Exit {
     NoCases,
     /// SIGINT or SIGTERM: the target was torn down, no report written.
     Interrupted,
+    /// `verify-report`: the report was edited, or does not match the checkout.
+    ReportRefused,
 }
 
 impl Exit {
     /// Every way a process ends, in the order of the table.
-    pub const ALL: [Exit; 9] = [
+    pub const ALL: [Exit; 10] = [
         Exit::Success,
         Exit::OperatorFailed,
         Exit::Usage,
@@ -37,6 +39,7 @@ impl Exit {
         Exit::InvalidCatalog,
         Exit::SetupFailed,
         Exit::NoCases,
+        Exit::ReportRefused,
         Exit::Interrupted,
     ];
 
@@ -51,6 +54,7 @@ impl Exit {
             Exit::InvalidCatalog => 102,
             Exit::SetupFailed => 103,
             Exit::NoCases => 104,
+            Exit::ReportRefused => 105,
             Exit::Interrupted => 130,
         }
     }
@@ -74,6 +78,9 @@ impl Exit {
             }
             Exit::SetupFailed => "the target or the implementation could not be set up",
             Exit::NoCases => "the filter selected no case",
+            Exit::ReportRefused => {
+                "`verify-report`: the report was edited, or does not match this checkout of the suite (each difference named)"
+            }
             Exit::Interrupted => {
                 "interrupted (SIGINT or SIGTERM): the target torn down, no report written"
             }

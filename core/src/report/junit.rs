@@ -9,6 +9,7 @@ use quick_xml::Writer;
 use quick_xml::events::{BytesCData, BytesDecl, BytesEnd, BytesStart, Event};
 
 use super::event::{CaseResult, Outcome, RunResults};
+use super::provenance::Provenance;
 use super::verdict::NOT_APPLICABLE_PREFIX;
 
 /// A failure to write the JUnit file.
@@ -211,11 +212,81 @@ fn testcase(w: &mut Xml, r: &CaseResult) -> std::io::Result<()> {
 /// as XML elements (attributes escaped by the writer); `timestamp` stamps every testsuite
 /// (pass a fixed one in tests).
 pub fn junit(results: &RunResults, timestamp: Timestamp) -> Result<String, JunitError> {
-    let bytes = render(results, timestamp).map_err(JunitError::Render)?;
+    junit_with(results, timestamp, None)
+}
+
+/// [`junit`], every testsuite also carrying what produced the run as properties
+/// ([`provenance_properties`]).
+pub fn junit_with(
+    results: &RunResults,
+    timestamp: Timestamp,
+    provenance: Option<&Provenance>,
+) -> Result<String, JunitError> {
+    let bytes = render(results, timestamp, provenance).map_err(JunitError::Render)?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-fn render(results: &RunResults, timestamp: Timestamp) -> std::io::Result<Vec<u8>> {
+/// What produced a run, as JUnit properties: `harness-version`, `harness-commit`,
+/// `catalog-digest`, `target`, `kubernetes-version`, `implementation-mode`,
+/// `implementation-command`, `implementation-image`, `implementation-image-digest`,
+/// `implementation-deployment`, `selection-profile`, `selection-filter`, `selection-focus`,
+/// `selection-skip`, `jobs`, `repeat`, `shard`, `api-proxy`, `fail-fast`, `started`,
+/// `command-line` (one per shard when merged), and the implementer's `organization`,
+/// `project`, `url`, `implementation-version` and `contact`, each when given.
+pub fn provenance_properties(p: &Provenance) -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> = Vec::new();
+    let mut put = |name: &'static str, value: Option<&String>| {
+        if let Some(v) = value {
+            out.push((name, v.clone()));
+        }
+    };
+    let who = &p.implementer;
+    put("organization", who.organization.as_ref());
+    put("project", who.project.as_ref());
+    put("url", who.url.as_ref());
+    put("implementation-version", who.version.as_ref());
+    for c in &who.contact {
+        put("contact", Some(c));
+    }
+    put("harness-version", Some(&p.harness.version));
+    put("harness-commit", Some(&p.harness.commit));
+    put("catalog-digest", Some(&p.catalog));
+    put("target", Some(&p.target.kind));
+    put("kubernetes-version", p.target.kubernetes.as_ref());
+    let i = &p.implementation;
+    put("implementation-mode", Some(&i.mode));
+    put("implementation-command", i.command.as_ref());
+    put("implementation-image", i.image.as_ref());
+    put("implementation-image-digest", i.image_digest.as_ref());
+    put("implementation-deployment", i.deployment.as_ref());
+    let sel = &p.selection;
+    put("selection-profile", sel.profile.as_ref());
+    for f in &sel.filter {
+        put("selection-filter", Some(f));
+    }
+    put("selection-focus", sel.focus.as_ref());
+    put("selection-skip", sel.skip.as_ref());
+    let s = &p.settings;
+    put("jobs", Some(&s.jobs.to_string()));
+    put("repeat", Some(&s.repeat.to_string()));
+    for shard in &s.shards {
+        put("shard", Some(shard));
+    }
+    put("api-proxy", Some(&s.api_proxy.to_string()));
+    put("fail-fast", Some(&s.fail_fast.to_string()));
+    put("started", Some(&p.started));
+    for c in &p.commands {
+        put("command-line", Some(c));
+    }
+    out
+}
+
+fn render(
+    results: &RunResults,
+    timestamp: Timestamp,
+    provenance: Option<&Provenance>,
+) -> std::io::Result<Vec<u8>> {
+    let provenance = provenance.map(provenance_properties).unwrap_or_default();
     let mut areas: Vec<&str> = results.cases.iter().map(|r| r.area.as_str()).collect();
     areas.sort_unstable();
     areas.dedup();
@@ -265,6 +336,9 @@ fn render(results: &RunResults, timestamp: Timestamp) -> std::io::Result<Vec<u8>
             }
         }
         start(&mut w, "properties", &[])?;
+        for (name, value) in &provenance {
+            empty(&mut w, "property", &[("name", name), ("value", value)])?;
+        }
         time_properties(&mut w, split)?;
         end(&mut w, "properties")?;
         for r in cases {
@@ -281,8 +355,9 @@ pub fn write_junit(
     path: &Path,
     results: &RunResults,
     timestamp: Timestamp,
+    provenance: Option<&Provenance>,
 ) -> Result<(), JunitError> {
-    let xml = junit(results, timestamp)?;
+    let xml = junit_with(results, timestamp, provenance)?;
     fs::write(path, xml).map_err(|source| JunitError::Write {
         path: path.display().to_string(),
         source,

@@ -17,13 +17,16 @@ mod exit;
 mod failures;
 pub mod html;
 mod junit;
+mod provenance;
 mod record;
 mod repeat;
+mod seal;
 mod verdict;
+mod verify;
 
 pub use conformance::{
     CaseTiming, ClauseVerdict, ConformanceReport, CrashPoints, Implementation, NamedTiming,
-    ProfileVerdict, Tally, Timing,
+    ProfileVerdict, REPORT_API_VERSION, REPORT_KIND, ReportedCase, Tally, Timing,
 };
 pub use console::{ProgressLine, summary_table};
 pub use cost::{ApiCost, ApiRequest, LateWrites, RESTRAINT_BOUND};
@@ -35,10 +38,16 @@ pub use exit::{
     SUCCESS, USAGE, exit_code, exit_table, run_exit,
 };
 pub use failures::{Compared, TIMELINE_LINES, capped, failure_details};
-pub use junit::{TIME_PROPERTIES, junit, write_junit};
+pub use junit::{TIME_PROPERTIES, junit, junit_with, provenance_properties, write_junit};
+pub use provenance::{
+    Harness, ImplementationRun, Implementer, Provenance, ProvenanceMismatch, SelectionRecord,
+    Settings, TargetRecord,
+};
 pub use record::{
     CaseRecord, MergeError, RECORD_FORMAT, RecordError, RecordedImplementation, RunIdentity,
     RunRecord, merge,
 };
 pub use repeat::fold_runs;
+pub use seal::{DIGEST_FIELD, digest_of};
 pub use verdict::{NOT_APPLICABLE_PREFIX, Verdict};
+pub use verify::{Checkout, CheckoutCase, Finding, ReportFile, ReportKind, agree, read_report};

@@ -11,6 +11,8 @@ use serde_json::Value;
 
 use super::event::{CaseResult, Failure, Outcome, RunResults, TimeSplit};
 use super::failures::Compared;
+use super::provenance::Provenance;
+use super::seal::{DIGEST_FIELD, digest_of};
 use super::{ApiCost, Implementation};
 use crate::catalog::Profile;
 use crate::schedule::Shard;
@@ -75,6 +77,12 @@ pub struct RunRecord {
     pub run_ms: u64,
     /// Every case this run ran, in completion order.
     pub cases: Vec<CaseRecord>,
+    /// What produced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+    /// The digest of everything above (see `seal`): an edit by hand shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// One case's result as recorded.
@@ -267,7 +275,26 @@ impl RunRecord {
             date: date.to_owned(),
             run_ms: millis(results.duration),
             cases: results.cases.iter().map(CaseRecord::from).collect(),
+            provenance: None,
+            digest: None,
         }
+        .sealed()
+    }
+
+    /// The record saying what produced it.
+    pub fn with_provenance(mut self, provenance: Option<Provenance>) -> Self {
+        self.provenance = provenance;
+        self.sealed()
+    }
+
+    fn sealed(mut self) -> Self {
+        self.digest = None;
+        let mut value = serde_json::to_value(&self).expect("a run record serializes");
+        if let Some(map) = value.as_object_mut() {
+            map.remove(DIGEST_FIELD);
+        }
+        self.digest = Some(digest_of(&value));
+        self
     }
 
     /// The results it records.

@@ -74,6 +74,30 @@ window.addEventListener('load',function(){document.body.dataset.loadMs=Math.roun
 
 const ZOOM: &str = "<p class=\"toolbar\">timelines: <button onclick=\"zoom(2)\">zoom in</button> <button onclick=\"zoom(0.5)\">zoom out</button></p>";
 
+/// What produced the report, folded under the header: every provenance line and the digest.
+fn provenance(out: &mut String, report: &ConformanceReport) {
+    let Some(p) = &report.provenance else {
+        return;
+    };
+    let _ = write!(
+        out,
+        "<details id=\"provenance\"><summary>What produced this report</summary><table>"
+    );
+    for (label, value) in p.lines() {
+        let _ = write!(
+            out,
+            "<tr><th>{}</th><td><code>{}</code></td></tr>",
+            escape(label),
+            escape(&value)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<tr><th>digest</th><td><code>{}</code></td></tr></table></details>",
+        escape(&report.digest)
+    );
+}
+
 /// The page for a run: `report` (the conformance report of `results`) and the results.
 pub fn render(report: &ConformanceReport, results: &RunResults) -> String {
     let mut out = String::new();
@@ -97,6 +121,7 @@ pub fn render(report: &ConformanceReport, results: &RunResults) -> String {
         escape(&report.date),
         class_of(verdict)
     );
+    provenance(&mut out, report);
     profiles(&mut out, report);
     summary_counts(&mut out, results);
     // What needs attention first: the failed and errored cases, whole.

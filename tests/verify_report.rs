@@ -62,6 +62,8 @@ fn the_reports_of_a_run_verify_and_every_kind_of_edit_is_refused_and_named() {
         "9.9.9",
         "--contact",
         "grove@example.org",
+        "--repeat",
+        "2",
     ]);
     assert_eq!(done.status.code(), Some(0), "{}", text(&done));
 
@@ -87,6 +89,7 @@ fn the_reports_of_a_run_verify_and_every_kind_of_edit_is_refused_and_named() {
     assert!(p["target"]["kubernetes"].as_str().unwrap().starts_with('v'));
     assert_eq!(p["implementation"]["mode"], "reference");
     assert_eq!(p["selection"]["filter"], serde_json::json!(["validation"]));
+    assert_eq!(p["settings"]["repeat"], 2);
     let command = p["commands"][0].as_str().unwrap();
     assert!(
         command.starts_with("grove-conformance run --filter validation"),

@@ -376,10 +376,10 @@ fn main() -> Result<(), String> {
     }
     let baseline =
         build(work).map_err(|e| format!("the unmutated operator does not build:\n{e}"))?;
-    let out = work.join("results");
+    let results_dir = work.join("results");
     if done.is_empty() {
         let started = Instant::now();
-        let (passed, first) = judge(&options, &baseline, &out);
+        let (passed, first) = judge(&options, &baseline, &results_dir.join("baseline"));
         if !passed {
             return Err(format!(
                 "the unmutated operator does not pass the catalog ({first:?}); a campaign needs a green baseline"
@@ -394,8 +394,9 @@ fn main() -> Result<(), String> {
         .open(&options.results)
         .map_err(|e| format!("{}: {e}", options.results.display()))?;
     let mut judged = 0;
-    for mutant in selected {
+    for (index, mutant) in selected.into_iter().enumerate() {
         let name = mutant["name"].as_str().unwrap_or_default().to_string();
+        let out = mutant_out(&results_dir, index, &name);
         if done.contains(&name) {
             continue;
         }
@@ -422,10 +423,10 @@ fn main() -> Result<(), String> {
                 match (passed, first) {
                     (true, _) => json!({"name": name, "outcome": "survived"}),
                     (false, Some((case, why))) => {
-                        json!({"name": name, "outcome": "killed", "case": case, "why": why})
+                        json!({"name": name, "outcome": "killed", "case": case, "why": why, "out": out})
                     }
                     (false, None) => {
-                        json!({"name": name, "outcome": "killed", "case": "(run)", "why": "the run failed before any case"})
+                        json!({"name": name, "outcome": "killed", "case": "(run)", "why": "the run failed before any case", "out": out})
                     }
                 }
             }
@@ -440,9 +441,45 @@ fn main() -> Result<(), String> {
     Ok(())
 }
 
+/// The results folder of the `index`-th mutant selected: its own, so that the timeline that
+/// killed it is kept (`results/<index>-<its name, made a file name>`).
+fn mutant_out(results: &Path, index: usize, name: &str) -> PathBuf {
+    let slug: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    let slug: String = slug.chars().take(80).collect();
+    results.join(format!("{index:03}-{slug}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_mutant_gets_its_own_results_folder() {
+        let results = Path::new("/w/results");
+        let names = [
+            "src/a.rs:3:1: replace a -> bool with true",
+            "src/a.rs:3:1: replace a -> bool with false",
+            "src/a.rs:3:1: replace a -> bool with true",
+        ];
+        let outs: std::collections::BTreeSet<PathBuf> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| mutant_out(results, i, n))
+            .collect();
+        assert_eq!(outs.len(), names.len(), "{outs:?}");
+        assert_eq!(
+            mutant_out(results, 1, names[1]),
+            results.join("001-src-a-rs-3-1-replace-a-bool-with-false")
+        );
+        assert!(outs.iter().all(|o| o != &results.join("baseline")));
+    }
 
     #[test]
     fn verdicts_render_in_listed_order_with_counts() {

@@ -16,6 +16,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::{OnceLock, RwLock};
 
+use grove_conformance::catalog::{Case, ControllerAction, StepKind, Trigger};
 use grove_conformance::report::Outcome;
 use grove_conformance::runner::case::{RunContext, needs_exclusive, run_case};
 use grove_conformance::runner::default_jobs;
@@ -77,6 +78,9 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
         run_case(&context, &case).await
     });
     receiver.close();
+    if result.outcome == Outcome::Pass {
+        check_landing_points(&case, &result.crash_points);
+    }
     match result.outcome {
         Outcome::Pass => {}
         Outcome::Skip { reason } if !embedded => eprintln!("skipped: {reason}"),
@@ -97,4 +101,28 @@ fn case(#[files("cases/**/*.yaml")] path: PathBuf) {
         ),
         Outcome::Error { message } => panic!("case {} could not be judged: {message}", case.name),
     }
+}
+
+/// Every crash or pause that a watched change, deletion or condition fires says where it
+/// landed in the implementation's API traffic (its last request sent and last answer
+/// received), one point per such step, as a pinned crash says which request it landed on.
+fn check_landing_points(case: &Case, points: &[String]) {
+    let watched = case
+        .steps
+        .iter()
+        .filter(|s| {
+            matches!(&s.kind, StepKind::Controller(c)
+                if matches!(c.action, ControllerAction::Crash | ControllerAction::Pause)
+                    && c.when.as_ref().is_some_and(|t| !matches!(t, Trigger::Request(_))))
+        })
+        .count();
+    let landed = points
+        .iter()
+        .filter(|p| p.contains(" when ") && p.contains(", last answer received "))
+        .count();
+    assert_eq!(
+        landed, watched,
+        "case {}: {watched} crash or pause step(s) fired by a watched change, {landed} landing point(s) recorded: {points:?}",
+        case.name
+    );
 }

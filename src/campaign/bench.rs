@@ -7,12 +7,14 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use quick_xml::Reader;
 use quick_xml::events::Event;
 
+use crate::host::process::{SpawnError, Supervised};
 use crate::report::{NOT_APPLICABLE_PREFIX, TIME_PROPERTIES, Verdict};
 
 /// One case of one run.
@@ -70,7 +72,13 @@ pub enum BenchError {
         exe: PathBuf,
         /// The cause.
         #[source]
-        source: std::io::Error,
+        source: SpawnError,
+    },
+    /// Stopped by a signal during run `run` (which was stopped in turn).
+    #[error("interrupted during run {run}: it was stopped and tore its target down")]
+    Interrupted {
+        /// The run stopped.
+        run: usize,
     },
     /// A JUnit file could not be read.
     #[error("failed to read the JUnit file {path}")]
@@ -83,13 +91,20 @@ pub enum BenchError {
     },
 }
 
+/// How long a `run` stopped by [`run_repeatedly`]'s `stop` may take to tear its target down
+/// after SIGTERM before it is killed.
+pub const STOP_GRACE: Duration = Duration::from_secs(90);
+
 /// Runs `exe run --out <out>/run-<i> <run_args>` `runs` times, one after the other, its
-/// console going to `<out>/run-<i>/console.log`, and calls `progress` after each run.
+/// console going to `<out>/run-<i>/console.log`, and calls `progress` after each run. Once
+/// `stop` is set, the running `run` gets SIGTERM (and SIGKILL after [`STOP_GRACE`]), as if it
+/// had been interrupted itself, and no further run starts: [`BenchError::Interrupted`].
 pub fn run_repeatedly(
     exe: &Path,
     runs: usize,
     run_args: &[OsString],
     out: &Path,
+    stop: &AtomicBool,
     mut progress: impl FnMut(&Run),
 ) -> Result<Vec<Run>, BenchError> {
     let mut done = Vec::with_capacity(runs);
@@ -99,30 +114,29 @@ pub fn run_repeatedly(
             path: dir.clone(),
             source,
         })?;
-        let console = std::fs::File::create(dir.join("console.log")).map_err(|source| {
-            BenchError::Output {
-                path: dir.join("console.log"),
-                source,
-            }
-        })?;
-        let console_err = console.try_clone().map_err(|source| BenchError::Output {
-            path: dir.join("console.log"),
+        let console = dir.join("console.log");
+        std::fs::File::create(&console).map_err(|source| BenchError::Output {
+            path: console.clone(),
             source,
         })?;
         let started = Instant::now();
-        let status = Command::new(exe)
-            .arg("run")
-            .arg("--out")
-            .arg(&dir)
-            .args(run_args)
-            .stdin(Stdio::null())
-            .stdout(console)
-            .stderr(console_err)
-            .status()
+        let mut command = Command::new(exe);
+        command.arg("run").arg("--out").arg(&dir).args(run_args);
+        let mut child = Supervised::spawn(&format!("run-{index}"), command, Some(&console))
             .map_err(|source| BenchError::Spawn {
                 exe: exe.to_path_buf(),
                 source,
             })?;
+        let status = loop {
+            if let Some(status) = child.exited() {
+                break status;
+            }
+            if stop.load(Ordering::SeqCst) {
+                child.stop(STOP_GRACE);
+                return Err(BenchError::Interrupted { run: index });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
         let wall = started.elapsed();
         let junit = dir.join("junit.xml");
         let cases = if junit.exists() {

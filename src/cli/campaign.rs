@@ -225,11 +225,36 @@ pub(crate) fn sweep(
 
 pub(crate) fn bench(runs: usize, out: &Path, run_args: &[std::ffi::OsString]) -> CliResult {
     use grove_conformance::campaign::bench;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
     let exe = super::current_exe()?;
-    let done = bench::run_repeatedly(&exe, runs, run_args, out, |run| {
-        eprintln!("{}", bench::run_line(run))
-    })
-    .map_err(|e| CliError::from_error(Exit::SetupFailed, e))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (flag, dir, args) = (stop.clone(), out.to_path_buf(), run_args.to_vec());
+    let runs_done = super::runtime().block_on(async move {
+        let work = tokio::task::spawn_blocking(move || {
+            bench::run_repeatedly(&exe, runs, &args, &dir, &flag, |run| {
+                eprintln!("{}", bench::run_line(run))
+            })
+        });
+        tokio::pin!(work);
+        tokio::select! {
+            done = &mut work => done,
+            signal = super::run::interrupted() => {
+                eprintln!("\ninterrupted by {signal}: stopping the run in progress");
+                stop.store(true, Ordering::SeqCst);
+                work.await
+            }
+        }
+    });
+    let done = match runs_done {
+        Ok(Ok(done)) => done,
+        Ok(Err(bench::BenchError::Interrupted { run })) => {
+            eprintln!("bench: run {run} stopped; no summary written");
+            return Err(CliError::said(Exit::Interrupted));
+        }
+        Ok(Err(e)) => return Err(CliError::from_error(Exit::SetupFailed, e)),
+        Err(e) => return Err(CliError::context(Exit::SetupFailed, "the bench stopped", e)),
+    };
     let summary = bench::summary(&done);
     println!("{summary}");
     let path = out.join("bench.md");

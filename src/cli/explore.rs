@@ -149,6 +149,7 @@ pub(crate) fn explore(args: &ExploreArgs) -> CliResult {
             signal = run::interrupted() => {
                 eprintln!("\ninterrupted by {signal}: stopping and tearing the target down");
                 admission::remove_webhooks(&client, &prepared.webhooks).await;
+                runner::case::delete_run_namespaces(&client).await;
                 return Err(CliError::said(Exit::Interrupted));
             }
         };

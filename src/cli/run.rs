@@ -416,6 +416,11 @@ async fn execute(
             // embedded cluster and every implementation instance stopped.
             eprintln!("\ninterrupted by {signal}: stopping the run and tearing the target down");
             admission::remove_webhooks(&client, webhooks).await;
+            // A cluster that outlives the run keeps nothing of it.
+            let left = runner::case::delete_run_namespaces(&client).await;
+            if !left.is_empty() {
+                eprintln!("deleted the namespaces of {} case(s) left running", left.len());
+            }
             return Err(CliError::said(Exit::Interrupted));
         }
     };

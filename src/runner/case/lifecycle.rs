@@ -217,7 +217,10 @@ async fn run_steps_noting(
     tracing::Span::current().record("namespace", namespace.as_str());
     let namespaces: Api<Namespace> = Api::all(run.client.clone());
     let ns: Namespace = serde_json::from_value(json!({
-        "metadata": {"name": namespace, "labels": {CASE_LABEL: case.name}}
+        "metadata": {"name": namespace, "labels": {
+            CASE_LABEL: case.name,
+            super::RUN_LABEL: super::run_id(),
+        }}
     }))
     .expect("a valid Namespace");
     if let Err(e) = namespaces.create(&PostParams::default(), &ns).await {

@@ -17,6 +17,7 @@
 //! - `expect`: `remember` and `expect`, the waits and holds of expectations;
 //! - `verdict`: the pure decision of how a case ended, beside the lifecycle's actions.
 
+mod abandon;
 mod cost;
 mod expect;
 mod faults;
@@ -30,6 +31,7 @@ mod triggers;
 mod verdict;
 mod writes;
 
+pub use abandon::{RUN_LABEL, delete_run_namespaces, run_id};
 pub use cost::holding_slot;
 pub use expect::DEFAULT_WITHIN;
 pub use lifecycle::{

@@ -24,57 +24,63 @@ pub(super) fn api_error_text(e: &kube::Error) -> String {
 /// The finalizers cases add (another controller's, in a case's story) are named so.
 const CASE_FINALIZER_PREFIX: &str = "conformance.grove.io/";
 
-impl CaseRun<'_> {
-    /// Removes the finalizers the case added (`conformance.grove.io/…`) from the objects of
-    /// its namespace, each by a patch that removes exactly that entry and fails if the list
-    /// changed meanwhile: a case that ended before removing its own then leaves nothing that
-    /// its namespace's deletion would wait for.
-    pub(super) async fn remove_case_finalizers(&self) {
-        for kind in [
-            Kind::Pod,
-            Kind::PodClique,
-            Kind::PodCliqueScalingGroup,
-            Kind::PodCliqueSet,
-        ] {
-            let api = self.api(kind);
-            let Ok(list) = api.list(&Default::default()).await else {
+/// Removes the finalizers cases add (`conformance.grove.io/…`) from the objects of
+/// `namespace`, each by a patch that removes exactly that entry and fails if the list changed
+/// meanwhile: a case that ended before removing its own then leaves nothing that its
+/// namespace's deletion would wait for.
+pub(super) async fn remove_case_finalizers_in(client: &kube::Client, namespace: &str) {
+    for kind in [
+        Kind::Pod,
+        Kind::PodClique,
+        Kind::PodCliqueScalingGroup,
+        Kind::PodCliqueSet,
+    ] {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), namespace, &api_resource(kind));
+        let Ok(list) = api.list(&Default::default()).await else {
+            continue;
+        };
+        for object in list.items {
+            let finalizers = object.metadata.finalizers.clone().unwrap_or_default();
+            let ops: Vec<Value> = finalizers
+                .iter()
+                .enumerate()
+                .rev()
+                .filter(|(_, f)| f.starts_with(CASE_FINALIZER_PREFIX))
+                .flat_map(|(i, f)| {
+                    let path = format!("/metadata/finalizers/{i}");
+                    [
+                        json!({"op": "test", "path": path, "value": f}),
+                        json!({"op": "remove", "path": path}),
+                    ]
+                })
+                .collect();
+            if ops.is_empty() {
+                continue;
+            }
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let Ok(patch) = serde_json::from_value(Value::Array(ops)) else {
                 continue;
             };
-            for object in list.items {
-                let finalizers = object.metadata.finalizers.clone().unwrap_or_default();
-                let ops: Vec<Value> = finalizers
-                    .iter()
-                    .enumerate()
-                    .rev()
-                    .filter(|(_, f)| f.starts_with(CASE_FINALIZER_PREFIX))
-                    .flat_map(|(i, f)| {
-                        let path = format!("/metadata/finalizers/{i}");
-                        [
-                            json!({"op": "test", "path": path, "value": f}),
-                            json!({"op": "remove", "path": path}),
-                        ]
-                    })
-                    .collect();
-                if ops.is_empty() {
-                    continue;
-                }
-                let name = object.metadata.name.clone().unwrap_or_default();
-                let Ok(patch) = serde_json::from_value(Value::Array(ops)) else {
-                    continue;
-                };
-                if let Err(e) = api
-                    .patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
-                    .await
-                {
-                    tracing::warn!(
-                        kind = %kind,
-                        name,
-                        error = %api_error_text(&e),
-                        "failed to remove a finalizer the case added"
-                    );
-                }
+            if let Err(e) = api
+                .patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
+                .await
+            {
+                tracing::warn!(
+                    kind = %kind,
+                    name,
+                    error = %api_error_text(&e),
+                    "failed to remove a finalizer the case added"
+                );
             }
         }
+    }
+}
+
+impl CaseRun<'_> {
+    /// [`remove_case_finalizers_in`] the case's namespace.
+    pub(super) async fn remove_case_finalizers(&self) {
+        remove_case_finalizers_in(&self.run.client, &self.namespace).await;
     }
 
     fn api(&self, kind: Kind) -> Api<DynamicObject> {

@@ -82,12 +82,12 @@ impl Reports<'_> {
 }
 
 /// The failed and errored cases' details for the terminal (coloured when stdout is one), each
-/// failed case's whole timeline written to `<out>/timelines/<area>.<name>.txt` for the line
+/// failed or unstable case's whole timeline written to `<out>/timelines/<area>.<name>.txt` for the line
 /// that says how many entries the terminal leaves out.
 fn failure_details(out: &Path, results: &report::RunResults) -> String {
     let dir = out.join("timelines");
     for r in &results.cases {
-        if let report::Outcome::Fail(f) = &r.outcome
+        if let Some(f) = r.outcome.failure()
             && let Some(timeline) = &f.timeline
         {
             let file = dir.join(format!("{}.{}.txt", r.area, r.case));
@@ -135,4 +135,50 @@ pub(crate) fn write_reports(
     let record = RunRecord::new(identity, args.shard, &reports.date, results)
         .with_provenance(reports.provenance.clone());
     reports.write(results, &record);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unstable_case_keeps_its_whole_timeline_as_a_failed_one_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let failure = report::Failure {
+            message: "passed 1 of 2 runs".into(),
+            timeline: Some("── run 2 of 2 ──\n#0 rv 1 harness ADDED PodCliqueSet job\n".into()),
+            ..report::Failure::default()
+        };
+        let case = |name: &str, outcome| report::CaseResult {
+            case: name.into(),
+            area: "a".into(),
+            clauses: Vec::new(),
+            profile: grove_conformance::catalog::Profile::Core,
+            outcome,
+            duration: std::time::Duration::ZERO,
+            time: report::TimeSplit::default(),
+            crash_points: Vec::new(),
+            fault_points: Vec::new(),
+            api: None,
+        };
+        let results = report::RunResults {
+            cases: vec![
+                case(
+                    "lucky",
+                    report::Outcome::Unstable {
+                        passed: 1,
+                        runs: 2,
+                        failure: failure.clone(),
+                    },
+                ),
+                case("wrong", report::Outcome::Fail(failure)),
+            ],
+            duration: std::time::Duration::ZERO,
+        };
+        failure_details(dir.path(), &results);
+        for name in ["a.lucky.txt", "a.wrong.txt"] {
+            let kept = std::fs::read_to_string(dir.path().join("timelines").join(name)).unwrap();
+            assert!(kept.contains("run 2 of 2"), "{name}: {kept}");
+        }
+    }
 }

@@ -34,35 +34,32 @@ fn wait(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     }
 }
 
+/// The fields of `/proc/<pid>/stat` after the command name (state, ppid, …): the name is in
+/// parentheses and may hold spaces, so they are read after its `)`.
+fn stat(pid: &str) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = text.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
 /// The pids whose parent is `parent`.
 fn children_of(parent: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid …`; comm may hold spaces, so read after its `)`.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(parent) {
-            out.push(pid);
-        }
-    }
-    out
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            stat(&pid.to_string()).and_then(|f| f.get(1).and_then(|p| p.parse::<u32>().ok()))
+                == Some(parent)
+        })
+        .collect()
 }
 
 /// Whether `pid` is a live process (not gone, not a zombie).
 fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X")
-    })
+    stat(&pid.to_string())
+        .and_then(|f| f.first().cloned())
+        .is_some_and(|state| state != "Z" && state != "X")
 }
 
 #[test]

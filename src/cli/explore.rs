@@ -90,9 +90,7 @@ pub(crate) fn explore(args: &ExploreArgs) -> CliResult {
     let scratch = run::scratch_dir()?;
     let prepared = run::prepare_admission(r, scratch.path())?;
     let implementation = run::implementation(r, &prepared)?;
-    let (impl_name, impl_version) = run::implementation_name(r, &implementation);
-    let started_at = provenance::now();
-    let mut ran_as = provenance::implementation_run(&implementation);
+    let mut facts = provenance::RunFacts::new(r, &implementation, generated);
     // Explore certifies nothing: L2 fails every scenario that breaches it, though generated
     // cases are `core` and L2 is provisional.
     let settings = RunSettings {
@@ -107,8 +105,7 @@ pub(crate) fn explore(args: &ExploreArgs) -> CliResult {
             selected.len()
         );
         let empty = report::RunResults::default();
-        let provenance = provenance::provenance(r, &generated, ran_as, None, &started_at);
-        reports::write_reports(r, &empty, impl_name, impl_version, &selected, provenance);
+        reports::write_reports(r, &empty, &selected, &facts, None);
         return Ok(report::SUCCESS);
     }
     let started = Instant::now();
@@ -116,7 +113,8 @@ pub(crate) fn explore(args: &ExploreArgs) -> CliResult {
     let (results, shrunk, kubernetes) = runtime().block_on(async {
         let mut target = run::acquire_target(&spec, !r.no_install_crds, &prepared).await?;
         let client = target.handles().client.clone();
-        let kubernetes = provenance::observe(&client, &settings.implementation, &mut ran_as).await;
+        let kubernetes =
+            provenance::observe(&client, &settings.implementation, &mut facts.run).await;
         let handles = target.handles().clone();
         let work = async {
             let results = runner::run_cases(
@@ -168,8 +166,7 @@ pub(crate) fn explore(args: &ExploreArgs) -> CliResult {
         );
         Ok((results, shrunk, kubernetes))
     })?;
-    let provenance = provenance::provenance(r, &generated, ran_as, kubernetes, &started_at);
-    reports::write_reports(r, &results, impl_name, impl_version, &selected, provenance);
+    reports::write_reports(r, &results, &selected, &facts, kubernetes);
     for s in &shrunk {
         if args.no_shrink {
             println!(

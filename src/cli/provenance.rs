@@ -89,7 +89,7 @@ fn quoted(arg: &str) -> String {
 }
 
 /// How `spec` runs, as far as the host tells before the run (an image's digest from Docker).
-pub(crate) fn implementation_run(spec: &ImplementationSpec) -> ImplementationRun {
+fn implementation_run(spec: &ImplementationSpec) -> ImplementationRun {
     let mut run = ImplementationRun {
         mode: String::new(),
         command: None,
@@ -186,45 +186,74 @@ async fn image_id(
     })
 }
 
-/// The provenance of a run of `args` on `catalog` (its digest, or what generated it).
-pub(crate) fn provenance(
-    args: &RunArgs,
-    catalog: &str,
-    implementation: ImplementationRun,
-    kubernetes: Option<String>,
-    started: &str,
-) -> Provenance {
-    let target = if args.kind {
-        "kind"
-    } else if args.kubeconfig.is_some() {
-        "kubeconfig"
-    } else {
-        "embedded"
-    };
-    Provenance {
-        harness: harness(),
-        implementer: args.implementer.implementer(),
-        catalog: catalog.to_owned(),
-        target: TargetRecord {
-            kind: target.into(),
-            kubernetes,
-        },
-        implementation,
-        selection: selection(args),
-        settings: Settings {
-            jobs: args.jobs_or_default(),
-            repeat: args.repeat,
-            shards: args.shard.iter().map(ToString::to_string).collect(),
-            api_proxy: !args.no_api_proxy,
-            fail_fast: args.fail_fast,
-        },
-        started: started.to_owned(),
-        commands: vec![command_line()],
+/// What a run's reports say of it besides its results, gathered as it starts: the
+/// implementation's name and version, the catalog (its digest, or what generated the cases),
+/// how the implementation runs (completed from the cluster by [`observe`]) and the start.
+pub(crate) struct RunFacts {
+    /// The implementation's name for the report.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// The catalog's digest, or what generated the cases.
+    pub catalog: String,
+    /// How the implementation runs.
+    pub run: ImplementationRun,
+    /// When the run started.
+    pub started: String,
+}
+
+impl RunFacts {
+    /// The facts of a run of `args` on `catalog` with `implementation`, starting now.
+    pub(crate) fn new(
+        args: &RunArgs,
+        implementation: &ImplementationSpec,
+        catalog: String,
+    ) -> Self {
+        let (name, version) = super::run::implementation_name(args, implementation);
+        RunFacts {
+            name,
+            version,
+            catalog,
+            run: implementation_run(implementation),
+            started: now(),
+        }
+    }
+
+    /// The provenance of the run of `args`, on an apiserver of version `kubernetes` (`None`
+    /// when no cluster was started).
+    pub(crate) fn provenance(&self, args: &RunArgs, kubernetes: Option<String>) -> Provenance {
+        let target = if args.kind {
+            "kind"
+        } else if args.kubeconfig.is_some() {
+            "kubeconfig"
+        } else {
+            "embedded"
+        };
+        Provenance {
+            harness: harness(),
+            implementer: args.implementer.implementer(),
+            catalog: self.catalog.clone(),
+            target: TargetRecord {
+                kind: target.into(),
+                kubernetes,
+            },
+            implementation: self.run.clone(),
+            selection: selection(args),
+            settings: Settings {
+                jobs: args.jobs_or_default(),
+                repeat: args.repeat,
+                shards: args.shard.iter().map(ToString::to_string).collect(),
+                api_proxy: !args.no_api_proxy,
+                fail_fast: args.fail_fast,
+            },
+            started: self.started.clone(),
+            commands: vec![command_line()],
+        }
     }
 }
 
 /// The selection flags of `args`.
-pub(crate) fn selection(args: &RunArgs) -> SelectionRecord {
+fn selection(args: &RunArgs) -> SelectionRecord {
     SelectionRecord {
         profile: args.profile_selected().map(|p| p.as_str().to_owned()),
         filter: args.filter.clone(),
@@ -234,7 +263,7 @@ pub(crate) fn selection(args: &RunArgs) -> SelectionRecord {
 }
 
 /// Now, as a report dates a run's start (RFC 3339, UTC, to the second).
-pub(crate) fn now() -> String {
+fn now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()

@@ -11,6 +11,7 @@ use grove_conformance::errors;
 use grove_conformance::report::{self, ConformanceReport, Provenance, RunRecord};
 use grove_conformance::vocab::Revision;
 
+use super::provenance::RunFacts;
 use super::run::RunArgs;
 use super::shard;
 
@@ -111,19 +112,21 @@ fn failure_details(out: &Path, results: &report::RunResults) -> String {
 }
 
 /// The summary, the failure details and every report of a run, with its `results.json`:
-/// `selected` is every case selected before sharding, `provenance` what produced the run (its
-/// `catalog` names what was run: a digest of the catalog's files, or what generated the
-/// cases).
+/// `selected` is every case selected before sharding, `facts` what the run was, on an
+/// apiserver of version `kubernetes` (`None` when no cluster was started).
 pub(crate) fn write_reports(
     args: &RunArgs,
     results: &report::RunResults,
-    name: String,
-    version: String,
     selected: &[catalog::Case],
-    provenance: Provenance,
+    facts: &RunFacts,
+    kubernetes: Option<String>,
 ) {
-    let named = report::Implementation { name, version };
-    let identity = shard::identity(&named, args.revision, provenance.catalog.clone(), selected);
+    let provenance = facts.provenance(args, kubernetes);
+    let named = report::Implementation {
+        name: facts.name.clone(),
+        version: facts.version.clone(),
+    };
+    let identity = shard::identity(&named, args.revision, facts.catalog.clone(), selected);
     let reports = Reports {
         out: &args.out,
         junit: args.junit.clone(),

@@ -20,7 +20,7 @@ use grove_conformance::vocab::{Revision, Vocabulary};
 
 use super::e2e_log::E2eLog;
 use super::error::{CliError, CliResult};
-use super::provenance::{self, ImplementerArgs};
+use super::provenance::{self, ImplementerArgs, RunFacts};
 use super::reports::write_reports;
 use super::{load, runtime, shard};
 
@@ -222,9 +222,7 @@ pub(crate) fn run(args: &RunArgs) -> CliResult {
     let scratch = scratch_dir()?;
     let prepared = prepare_admission(args, scratch.path())?;
     let implementation = implementation(args, &prepared)?;
-    let (impl_name, impl_version) = implementation_name(args, &implementation);
-    let started = provenance::now();
-    let mut run = provenance::implementation_run(&implementation);
+    let mut facts = RunFacts::new(args, &implementation, digest);
     if cases.is_empty() {
         // Only a shard can be empty (an empty selection exited 104 above); its results
         // still go out, so that `merge` finds every shard.
@@ -234,15 +232,7 @@ pub(crate) fn run(args: &RunArgs) -> CliResult {
             selected.len()
         );
         let results = report::RunResults::default();
-        let provenance = provenance::provenance(args, &digest, run, None, &started);
-        write_reports(
-            args,
-            &results,
-            impl_name,
-            impl_version,
-            &selected,
-            provenance,
-        );
+        write_reports(args, &results, &selected, &facts, None);
         return Ok(report::SUCCESS);
     }
     let settings = RunSettings {
@@ -253,7 +243,7 @@ pub(crate) fn run(args: &RunArgs) -> CliResult {
     let (results, kubernetes) = runtime().block_on(async {
         let mut target = acquire_target(&spec, !args.no_install_crds, &prepared).await?;
         let client = target.handles().client.clone();
-        let kubernetes = provenance::observe(&client, &implementation, &mut run).await;
+        let kubernetes = provenance::observe(&client, &implementation, &mut facts.run).await;
         let e2e_log = args.e2e_log.clone().map(|p| (p, catalog.cases.len()));
         let results = execute(
             &mut target,
@@ -266,15 +256,7 @@ pub(crate) fn run(args: &RunArgs) -> CliResult {
         .await?;
         Ok::<_, CliError>((results, kubernetes))
     })?;
-    let provenance = provenance::provenance(args, &digest, run, kubernetes, &started);
-    write_reports(
-        args,
-        &results,
-        impl_name,
-        impl_version,
-        &selected,
-        provenance,
-    );
+    write_reports(args, &results, &selected, &facts, kubernetes);
     Ok(report::exit_code(&results))
 }
 

@@ -2,7 +2,7 @@
 //! `conformance.yaml` or a `results.json`; a folder is a run's results, each of the two it
 //! holds checked and `conformance.yaml` compared with what `results.json` renders to.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use grove_conformance::catalog::{self, Profile};
@@ -34,14 +34,16 @@ pub(crate) fn verify_report(path: &Path, catalog_dir: &Path) -> CliResult {
     };
     let mut refused = 0;
     let mut read = BTreeMap::new();
+    // Said once, however many of the files they are true of.
+    let mut notes = BTreeSet::new();
     for file in &files {
         let text = std::fs::read_to_string(file).map_err(|e| {
             CliError::context(Exit::Usage, format!("failed to read {}", file.display()), e)
         })?;
         let findings = match report::read_report(&text) {
             Ok(report) => {
-                let findings = judge(&report, &catalog, &checkout)?;
-                read.insert(report.kind.file_name(), report);
+                let findings = judge(&report, &catalog, &checkout, &mut notes)?;
+                read.insert(report.kind().file_name(), report);
                 findings
             }
             Err(f) => vec![f],
@@ -61,6 +63,9 @@ pub(crate) fn verify_report(path: &Path, catalog_dir: &Path) -> CliResult {
             })
             .collect();
         refused += print(&label, &findings);
+    }
+    for note in notes {
+        eprintln!("note: {note}");
     }
     Ok(if refused == 0 {
         report::SUCCESS
@@ -88,28 +93,30 @@ fn report_files(path: &Path) -> Result<Vec<PathBuf>, CliError> {
     Ok(files)
 }
 
-/// The findings of `report` against `checkout`, its selection made again in `catalog`.
+/// The findings of `report` against `checkout`, its selection made again in `catalog`; what is
+/// worth knowing but no finding goes to `notes`.
 fn judge(
     report: &ReportFile,
     catalog: &catalog::Catalog,
     checkout: &Checkout,
+    notes: &mut BTreeSet<String>,
 ) -> Result<Vec<Finding>, CliError> {
     let Some(p) = report.provenance() else {
         return Ok(report.verify(checkout, &[]));
     };
     if p.harness.commit != provenance::harness().commit {
-        eprintln!(
-            "note: produced by grove-conformance {} at commit {}; this build is at {}",
+        notes.insert(format!(
+            "produced by grove-conformance {} at commit {}; this build is at {}",
             p.harness.version,
             p.harness.commit,
             provenance::harness().commit
-        );
+        ));
     }
     if report.generated() {
-        eprintln!(
-            "note: its cases were generated ({}): the checkout's catalog and selection are not compared",
+        notes.insert(format!(
+            "its cases were generated ({}): the checkout's catalog and selection are not compared",
             p.catalog
-        );
+        ));
         return Ok(report.verify(checkout, &report.case_names()));
     }
     let regex = |field: &str, r: &Option<String>| {

@@ -19,6 +19,7 @@ use super::record::{CaseRecord, RunRecord};
 use super::seal::{DIGEST_FIELD, digest_of};
 use super::{CrashPoints, Implementation};
 use crate::catalog::Profile;
+use crate::schedule::Shard;
 use crate::vocab::Revision;
 
 /// Where the `catalog` of a report names generated cases (`explore`) rather than a digest.
@@ -85,18 +86,24 @@ impl ReportKind {
     }
 }
 
-/// A report as read, before it is judged.
+/// A report as read, before it is judged: its content as values (what its digest covers) and
+/// as the suite's type.
 #[derive(Debug, Clone)]
 pub struct ReportFile {
-    /// Which report it is.
-    pub kind: ReportKind,
     value: Value,
-    provenance: Option<Provenance>,
+    parsed: Parsed,
+}
+
+/// A report read as its type.
+#[derive(Debug, Clone)]
+enum Parsed {
+    Conformance(Box<ConformanceFile>),
+    Results(Box<RunRecord>),
 }
 
 /// `conformance.yaml` as it reads back (the fields it aggregates from are typed, the
 /// aggregates are compared as values).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConformanceFile {
     #[serde(rename = "apiVersion")]
@@ -120,13 +127,13 @@ struct ConformanceFile {
     digest: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 struct FileTiming {
     run_ms: u64,
     cases: Vec<FileCaseTiming>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 struct FileCaseTiming {
     case: String,
     wall_ms: u64,
@@ -144,12 +151,12 @@ pub fn read_report(text: &str) -> Result<ReportFile, Finding> {
     {
         let record = RunRecord::from_json(text).map_err(|e| schema(&e))?;
         return Ok(ReportFile {
-            kind: ReportKind::Results,
             value,
-            provenance: record.provenance,
+            parsed: Parsed::Results(Box::new(record)),
         });
     }
     let value: Value = serde_yaml::from_str(text).map_err(|e| schema(&e))?;
+    // From the text, not the value: the schema's errors then name its line and column.
     let file: ConformanceFile = serde_yaml::from_str(text).map_err(|e| schema(&e))?;
     if file.api_version != REPORT_API_VERSION || file.kind != REPORT_KIND {
         return Err(finding(
@@ -161,16 +168,26 @@ pub fn read_report(text: &str) -> Result<ReportFile, Finding> {
         ));
     }
     Ok(ReportFile {
-        kind: ReportKind::Conformance,
         value,
-        provenance: file.provenance,
+        parsed: Parsed::Conformance(Box::new(file)),
     })
 }
 
 impl ReportFile {
+    /// Which report it is.
+    pub fn kind(&self) -> ReportKind {
+        match self.parsed {
+            Parsed::Conformance(_) => ReportKind::Conformance,
+            Parsed::Results(_) => ReportKind::Results,
+        }
+    }
+
     /// What produced it, when it says.
     pub fn provenance(&self) -> Option<&Provenance> {
-        self.provenance.as_ref()
+        match &self.parsed {
+            Parsed::Conformance(file) => file.provenance.as_ref(),
+            Parsed::Results(record) => record.provenance.as_ref(),
+        }
     }
 
     /// The names of the cases it has results for.
@@ -186,8 +203,7 @@ impl ReportFile {
 
     /// Whether its cases were generated (`explore`) rather than read from a catalog.
     pub fn generated(&self) -> bool {
-        self.provenance
-            .as_ref()
+        self.provenance()
             .is_some_and(|p| p.catalog.starts_with(GENERATED))
     }
 
@@ -196,18 +212,18 @@ impl ReportFile {
     pub fn verify(&self, checkout: &Checkout, selected: &[String]) -> Vec<Finding> {
         let mut findings = Vec::new();
         let stated = self.value.get(DIGEST_FIELD).and_then(Value::as_str);
+        let content = digest_of(&self.value);
         match stated {
             None => findings.push(finding("digest", "missing: the report cannot be checked")),
-            Some(d) if d != digest_of(&self.value) => findings.push(finding(
+            Some(d) if d != content => findings.push(finding(
                 "digest",
                 format!(
-                    "the content's digest is {}, the report says {d}: it was edited after it was written",
-                    digest_of(&self.value)
+                    "the content's digest is {content}, the report says {d}: it was edited after it was written"
                 ),
             )),
             Some(_) => {}
         }
-        let Some(provenance) = &self.provenance else {
+        let Some(provenance) = self.provenance() else {
             findings.push(finding(
                 "provenance",
                 "missing: the report does not say what produced it",
@@ -223,12 +239,15 @@ impl ReportFile {
                 ),
             ));
         }
-        let cases = match self.kind {
-            ReportKind::Results => self.record_cases(&mut findings),
-            ReportKind::Conformance => self.conformance_cases(&mut findings),
-        };
-        let Some(cases) = cases else {
-            return findings;
+        let cases = match &self.parsed {
+            Parsed::Results(record) => record_cases(record, &mut findings),
+            Parsed::Conformance(file) => {
+                match rebuild(file) {
+                    Ok(report) => compare(&self.value, &report, &mut findings),
+                    Err(f) => findings.push(f),
+                }
+                file.cases.clone()
+            }
         };
         if !self.generated() {
             check_cases(&cases, checkout, &mut findings);
@@ -236,66 +255,56 @@ impl ReportFile {
         check_selection(&cases, selected, provenance, &mut findings);
         findings
     }
+}
 
-    /// The cases of `results.json` (area, profile, clauses), its record checked.
-    fn record_cases(&self, findings: &mut Vec<Finding>) -> Option<Vec<ReportedCase>> {
-        let record: RunRecord = serde_json::from_value(self.value.clone()).ok()?;
-        if let Err(e) = record.results() {
-            findings.push(finding("cases", e.to_string()));
-        }
-        let reported: BTreeSet<&String> = record.identity.selected.iter().collect();
-        for c in &record.cases {
-            if !reported.contains(&c.case) {
-                findings.push(finding(
-                    format!("cases[{}]", c.case),
-                    "not among the report's own `selected`",
-                ));
-            }
-        }
-        Some(
-            record
-                .cases
-                .iter()
-                .map(|c| ReportedCase {
-                    case: c.case.clone(),
-                    area: c.area.clone(),
-                    profile: c.profile.clone(),
-                    clauses: c.clauses.clone(),
-                    outcome: c.outcome.clone(),
-                    passed_runs: c.passed_runs,
-                    runs: c.runs,
-                    broken: c.broken.clone(),
-                })
-                .collect(),
-        )
+/// The cases of `results.json` (area, profile, clauses), its record checked.
+fn record_cases(record: &RunRecord, findings: &mut Vec<Finding>) -> Vec<ReportedCase> {
+    if let Err(e) = record.results() {
+        findings.push(finding("cases", e.to_string()));
     }
+    let reported: BTreeSet<&String> = record.identity.selected.iter().collect();
+    for c in &record.cases {
+        if !reported.contains(&c.case) {
+            findings.push(finding(
+                format!("cases[{}]", c.case),
+                "not among the report's own `selected`",
+            ));
+        }
+    }
+    record
+        .cases
+        .iter()
+        .map(|c| ReportedCase {
+            case: c.case.clone(),
+            area: c.area.clone(),
+            profile: c.profile.clone(),
+            clauses: c.clauses.clone(),
+            outcome: c.outcome.clone(),
+            passed_runs: c.passed_runs,
+            runs: c.runs,
+            broken: c.broken.clone(),
+        })
+        .collect()
+}
 
-    /// The cases of `conformance.yaml`, every aggregate checked against what they give.
-    fn conformance_cases(&self, findings: &mut Vec<Finding>) -> Option<Vec<ReportedCase>> {
-        let file: ConformanceFile = serde_json::from_value(self.value.clone()).ok()?;
-        match rebuild(&file) {
-            Ok(report) => {
-                let mut expected = report.to_value();
-                let mut actual = self.value.clone();
-                for v in [&mut expected, &mut actual] {
-                    if let Some(map) = v.as_object_mut() {
-                        map.remove(DIGEST_FIELD);
-                    }
-                }
-                differences("", &actual, &expected, findings);
-            }
-            Err(f) => findings.push(f),
+/// Every place where `actual` (a report's values) differs from `expected`, the digests left
+/// out (they differ whenever anything else does, and are judged on their own).
+fn compare(actual: &Value, expected: &ConformanceReport, findings: &mut Vec<Finding>) {
+    let mut expected = expected.to_value();
+    let mut actual = actual.clone();
+    for v in [&mut expected, &mut actual] {
+        if let Some(map) = v.as_object_mut() {
+            map.remove(DIGEST_FIELD);
         }
-        Some(file.cases)
     }
+    differences("", &actual, &expected, findings);
 }
 
 /// The findings where `conformance` (a `conformance.yaml`) is not what `results` (the
 /// `results.json` written beside it) renders to; each field named as
 /// `conformance.yaml` has it.
 pub fn agree(conformance: &ReportFile, results: &ReportFile) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    let Ok(record) = serde_json::from_value::<RunRecord>(results.value.clone()) else {
+    let Parsed::Results(record) = &results.parsed else {
         return vec![finding("results.json", "does not read as a results record")];
     };
     let rendered =
@@ -312,17 +321,9 @@ pub fn agree(conformance: &ReportFile, results: &ReportFile) -> Vec<Finding> {
                         .with_provenance(record.provenance.clone()),
                 )
             });
+    let mut findings = Vec::new();
     match rendered {
-        Ok(report) => {
-            let mut expected = report.to_value();
-            let mut actual = conformance.value.clone();
-            for v in [&mut expected, &mut actual] {
-                if let Some(map) = v.as_object_mut() {
-                    map.remove(DIGEST_FIELD);
-                }
-            }
-            differences("", &actual, &expected, &mut findings);
-        }
+        Ok(report) => compare(&conformance.value, &report, &mut findings),
         Err(f) => findings.push(f),
     }
     findings
@@ -456,14 +457,10 @@ fn check_selection(
 /// Whether the results cover the whole selection: no shard, or every shard of it.
 fn whole(provenance: &Provenance) -> bool {
     let shards = &provenance.settings.shards;
-    let Some(count) = shards
-        .first()
-        .and_then(|s| s.split_once('/'))
-        .and_then(|(_, n)| n.parse::<usize>().ok())
-    else {
-        return shards.is_empty();
-    };
-    shards.len() == count
+    match shards.first().and_then(|s| s.parse::<Shard>().ok()) {
+        Some(first) => shards.len() == first.count,
+        None => shards.is_empty(),
+    }
 }
 
 /// Every place where `actual` (the report) differs from `expected` (what its cases give).

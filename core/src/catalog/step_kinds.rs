@@ -3,6 +3,12 @@
 //! requirements, the fuzzer its words, and the book its table of steps ([`steps_table`]).
 
 use super::model::StepKind;
+use super::parse::Parser;
+use super::yaml::Node;
+
+/// How a step of one kind is read: from the parser, the keyword it is written with, its body
+/// and the body's path, to the step, or `None` with the problems reported.
+pub(in crate::catalog) type ParseStep = fn(&mut Parser<'_>, &str, &Node, &str) -> Option<StepKind>;
 
 /// What a step kind needs of a run, beyond a cluster and an implementation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -18,7 +24,7 @@ pub struct Needs {
 }
 
 /// One step kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct StepDefinition {
     /// The key a step of this kind is written with.
     pub keyword: &'static str,
@@ -28,6 +34,8 @@ pub struct StepDefinition {
     pub does: &'static str,
     /// What it needs of a run.
     pub needs: Needs,
+    /// How it is read.
+    pub(in crate::catalog) parse: ParseStep,
 }
 
 const NOTHING: Needs = Needs {
@@ -35,6 +43,9 @@ const NOTHING: Needs = Needs {
     controllable: false,
     whole_implementation: false,
 };
+
+/// The pod actions share one reader, which the keyword steers.
+const POD_STEP: ParseStep = |p, keyword, n, path| p.pod_step(keyword, n, path).map(StepKind::Pods);
 
 const POD_SELECTOR: &str = "`{pod: <podclique>/<index> | clique: C | pcs: P}`";
 
@@ -45,66 +56,77 @@ pub const STEP_KINDS: &[StepDefinition] = &[
         syntax: "`apply: F` / `apply: {fixture: F, patch: {...}}`",
         does: "creates the fixture's PodCliqueSet (lists of named items merge by name)",
         needs: NOTHING,
+        parse: |p, _, n, path| p.apply(n, path).map(StepKind::Apply),
     },
     StepDefinition {
         keyword: "update",
         syntax: "`update: {kind, name | fixture, subresource: main|status|scale, patch, conditions}`",
         does: "changes a live object; `conditions` writes conditions by type (the harness's writes are attributed to it). A finalizer a case adds this way (another controller's, in the case's story) is named `conformance.grove.io/…`; whatever the case leaves of them is removed when it ends, so its namespace goes (unless `--keep-namespaces`)",
         needs: NOTHING,
+        parse: |p, _, n, path| p.update(n, path).map(StepKind::Update),
     },
     StepDefinition {
         keyword: "delete",
         syntax: "`delete: {kind, name}` or a pod selector",
         does: "deletes an object, or pods; `terminal-phase: false` makes the kubelet remove the pod without ever writing a terminal phase (a kubelet that is gone, a watch that coalesced the update; on real kubelets, a grace period of 0 does it); `if-present: true` lets the pods be gone already (an implementation may delete them itself, as C1–C3 allow): the step then acts on those still there, or does nothing and logs so, instead of failing for want of a pod",
         needs: NOTHING,
+        parse: |p, _, n, path| p.delete(n, path, false),
     },
     StepDefinition {
         keyword: "force-delete",
         syntax: "`force-delete: {kind, name}` or a pod selector",
         does: "deletes at once (grace period 0); `if-present: true` as for `delete`",
         needs: NOTHING,
+        parse: |p, _, n, path| p.delete(n, path, true),
     },
     StepDefinition {
         keyword: "reject",
         syntax: "`reject: {apply | update: ..., field: spec..., code: N}`",
         does: "the request must fail with a 4xx (422 from CRD validation, 403/400 from a webhook; `code` pins one), its message naming the field: its whole path, a suffix of at least two segments (`failure.maxRestarts`), or a path below it (`targetNames[1]`); CEL's `[]` matches any index; nothing is created",
         needs: NOTHING,
+        parse: |p, _, n, path| p.reject(n, path).map(StepKind::Reject),
     },
     StepDefinition {
         keyword: "exit",
         syntax: "`exit: {pod: <podclique>/<index> | clique: C | pcs: P, code: N}`",
         does: "the pods' containers exit with N",
         needs: NOTHING,
+        parse: POD_STEP,
     },
     StepDefinition {
         keyword: "unready",
         syntax: POD_SELECTOR,
         does: "the pods' readiness probes start failing",
         needs: NOTHING,
+        parse: POD_STEP,
     },
     StepDefinition {
         keyword: "ready",
         syntax: POD_SELECTOR,
         does: "the pods' readiness probes pass again",
         needs: NOTHING,
+        parse: POD_STEP,
     },
     StepDefinition {
         keyword: "evict",
         syntax: POD_SELECTOR,
         does: "evicts the pods through the Eviction API; `terminal-phase: false` as for `delete`",
         needs: NOTHING,
+        parse: POD_STEP,
     },
     StepDefinition {
         keyword: "preempt",
         syntax: POD_SELECTOR,
         does: "sets the pods' `DisruptionTarget` condition, then deletes them; `terminal-phase: false` as for `delete`",
         needs: NOTHING,
+        parse: POD_STEP,
     },
     StepDefinition {
         keyword: "lose-node",
         syntax: "`lose-node: {pod: ..., mode: vanish | fail, alone}`",
         does: "the pod's node is lost: its pods vanish without a terminal phase (or show Failed first, as pod GC does), and the node comes back after the case. On the simulated fleet the case gets nodes of its own (one per pod, up to 8), so it runs beside other cases; on a cluster whose nodes are shared (kind) it runs alone; with `alone: true` the case is skipped, saying why, when the target placed other pods of the case on that node (a real scheduler may)",
         needs: NOTHING,
+        parse: POD_STEP,
     },
     StepDefinition {
         keyword: "controller",
@@ -115,6 +137,7 @@ pub const STEP_KINDS: &[StepDefinition] = &[
             controllable: true,
             whole_implementation: true,
         },
+        parse: |p, _, n, path| p.controller(n, path).map(StepKind::Controller),
     },
     StepDefinition {
         keyword: "fault",
@@ -125,24 +148,28 @@ pub const STEP_KINDS: &[StepDefinition] = &[
             controllable: false,
             whole_implementation: true,
         },
+        parse: |p, _, n, path| p.fault(n, path).map(StepKind::Fault),
     },
     StepDefinition {
         keyword: "refuse",
         syntax: "`refuse: {verb: create | update | delete, kind: K, subresource: status, for}` / `refuse: lift`",
         does: "from now on the apiserver answers every write of that verb to kind K (a Grove kind or `Pod`; `subresource: status` with `update`: status writes only) in the case's namespace with `403 Forbidden`, as an admission policy or a quota of a real cluster does, to every client (the harness's own steps included); the step ends once the apiserver applies it. Lifted after `for:`, by `refuse: lift` (which ends once no refusal applies any more), or when the case ends. It needs no API proxy, so it works for every implementation, deployed ones included, on every target. A refusal is a `ValidatingAdmissionPolicy` with its binding, named after the namespace (label `app.kubernetes.io/managed-by: grove-conformance`); a cluster that does not serve them, or credentials that may not create them, make the case skipped, saying so",
         needs: NOTHING,
+        parse: |p, _, n, path| p.refuse(n, path).map(StepKind::Refuse),
     },
     StepDefinition {
         keyword: "remember",
         syntax: "`remember: {as: L, kind, name | pod}`",
         does: "records a UID, for `recreated: [L]` / `unchanged: [L]`",
         needs: NOTHING,
+        parse: |p, _, n, path| p.remember(n, path).map(StepKind::Remember),
     },
     StepDefinition {
         keyword: "expect",
         syntax: "`expect: {within, for, objects, pods, recreated, unchanged, events}`",
         does: "`within`: must become true in time; `for`: must stay true; an event is `{reason, kind, name, count, mentions: [words]}`",
         needs: NOTHING,
+        parse: |p, _, n, path| p.expect(n, path).map(StepKind::Expect),
     },
 ];
 

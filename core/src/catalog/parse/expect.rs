@@ -34,7 +34,7 @@ impl Parser<'_> {
         out
     }
 
-    pub(super) fn expect(&mut self, node: &Node, path: &str) -> Option<Expectation> {
+    pub(in crate::catalog) fn expect(&mut self, node: &Node, path: &str) -> Option<Expectation> {
         let f = self.fields(
             node,
             path,

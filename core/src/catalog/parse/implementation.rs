@@ -16,7 +16,11 @@ use crate::vocab::{Category, Kind};
 pub const MAX_HOLD_IN_CASE: std::time::Duration = std::time::Duration::from_secs(4 * 60);
 
 impl Parser<'_> {
-    pub(super) fn controller(&mut self, node: &Node, path: &str) -> Option<ControllerStep> {
+    pub(in crate::catalog) fn controller(
+        &mut self,
+        node: &Node,
+        path: &str,
+    ) -> Option<ControllerStep> {
         let action_of = |s: &str| match s {
             "pause" => Some(ControllerAction::Pause),
             "resume" => Some(ControllerAction::Resume),
@@ -82,7 +86,7 @@ impl Parser<'_> {
         })
     }
 
-    pub(super) fn fault(&mut self, node: &Node, path: &str) -> Option<FaultStep> {
+    pub(in crate::catalog) fn fault(&mut self, node: &Node, path: &str) -> Option<FaultStep> {
         if let Some(s) = node.as_str() {
             if s == "release" {
                 return Some(FaultStep {
@@ -213,7 +217,7 @@ impl Parser<'_> {
         }
     }
 
-    pub(super) fn refuse(&mut self, node: &Node, path: &str) -> Option<RefuseStep> {
+    pub(in crate::catalog) fn refuse(&mut self, node: &Node, path: &str) -> Option<RefuseStep> {
         if let Some(s) = node.as_str() {
             if s == "lift" {
                 return Some(RefuseStep::Lift);

@@ -68,7 +68,8 @@ fn parse(
     }
 }
 
-struct Parser<'a> {
+/// Reads one case, collecting every problem it finds (the step kinds' readers are its methods).
+pub(in crate::catalog) struct Parser<'a> {
     file: &'a Path,
     diags: Vec<Diagnostic>,
     terms: BTreeSet<Term>,

@@ -30,31 +30,16 @@ impl Parser<'_> {
         }
         let (key_node, body) = &f.entries[0];
         let key = key_node.as_str().unwrap_or_default();
-        let p = join(path, key);
-        let kind = match key {
-            "apply" => StepKind::Apply(self.apply(body, &p)?),
-            "update" => StepKind::Update(self.update(body, &p)?),
-            "delete" | "force-delete" => self.delete(body, &p, key == "force-delete")?,
-            "reject" => StepKind::Reject(self.reject(body, &p)?),
-            "exit" | "unready" | "ready" | "evict" | "preempt" | "lose-node" => {
-                StepKind::Pods(self.pod_step(key, body, &p)?)
-            }
-            "controller" => StepKind::Controller(self.controller(body, &p)?),
-            "fault" => StepKind::Fault(self.fault(body, &p)?),
-            "refuse" => StepKind::Refuse(self.refuse(body, &p)?),
-            "remember" => StepKind::Remember(self.remember(body, &p)?),
-            "expect" => StepKind::Expect(self.expect(body, &p)?),
-            // An unknown key, which `fields` has reported.
-            _ if step_definition(key).is_none() => return None,
-            _ => unreachable!("the step keyword `{key}` is defined in STEP_KINDS but not parsed"),
-        };
+        // An unknown key, which `fields` has reported, has no definition.
+        let definition = step_definition(key)?;
+        let kind = (definition.parse)(self, key, body, &join(path, key))?;
         Some(Step {
             pos: node.pos,
             kind,
         })
     }
 
-    fn apply(&mut self, node: &Node, path: &str) -> Option<Apply> {
+    pub(in crate::catalog) fn apply(&mut self, node: &Node, path: &str) -> Option<Apply> {
         if node.as_str().is_some() {
             let fixture = self.fixture_ref(node, path)?;
             return Some(Apply {
@@ -104,7 +89,7 @@ impl Parser<'_> {
         }
     }
 
-    fn update(&mut self, node: &Node, path: &str) -> Option<Update> {
+    pub(in crate::catalog) fn update(&mut self, node: &Node, path: &str) -> Option<Update> {
         let f = self.fields(
             node,
             path,
@@ -166,7 +151,12 @@ impl Parser<'_> {
         })
     }
 
-    fn pod_step(&mut self, key: &str, node: &Node, path: &str) -> Option<PodStep> {
+    pub(in crate::catalog) fn pod_step(
+        &mut self,
+        key: &str,
+        node: &Node,
+        path: &str,
+    ) -> Option<PodStep> {
         let allowed: &[&str] = match key {
             "exit" => &["pod", "clique", "pcs", "code"],
             "lose-node" => &["pod", "mode", "alone"],
@@ -235,7 +225,12 @@ impl Parser<'_> {
         Some(!self.boolean(n, &f.child("terminal-phase"))?)
     }
 
-    fn delete(&mut self, node: &Node, path: &str, force: bool) -> Option<StepKind> {
+    pub(in crate::catalog) fn delete(
+        &mut self,
+        node: &Node,
+        path: &str,
+        force: bool,
+    ) -> Option<StepKind> {
         let f = self.fields(
             node,
             path,
@@ -298,7 +293,7 @@ impl Parser<'_> {
         Some(StepKind::Delete(Delete { target, force }))
     }
 
-    fn reject(&mut self, node: &Node, path: &str) -> Option<Reject> {
+    pub(in crate::catalog) fn reject(&mut self, node: &Node, path: &str) -> Option<Reject> {
         let f = self.fields(node, path, &["apply", "update", "code", "field"])?;
         let request = match (f.get("apply"), f.get("update")) {
             (Some(a), None) => self.apply(a, &f.child("apply")).map(Request::Apply),
@@ -330,7 +325,7 @@ impl Parser<'_> {
         })
     }
 
-    fn remember(&mut self, node: &Node, path: &str) -> Option<Remember> {
+    pub(in crate::catalog) fn remember(&mut self, node: &Node, path: &str) -> Option<Remember> {
         let f = self.fields(node, path, &["as", "kind", "name", "pod"])?;
         let label = self
             .required(&f, "as")

@@ -18,11 +18,12 @@ use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::closed::{Closed, Seen};
 use super::conditions;
 use super::error::{Error, api_error};
 use crate::api::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
 use crate::names::{
-    API_VERSION, FIELD_MANAGER, KIND_PCS, KIND_PCSG, LABEL_PCS_REPLICA_INDEX,
+    API_VERSION, FIELD_MANAGER, KIND_PCLQ, KIND_PCS, KIND_PCSG, LABEL_PCS_REPLICA_INDEX,
     LABEL_PCSG_REPLICA_INDEX, LABEL_POD_INDEX, LABEL_PODCLIQUE, LABEL_RESTART_ATTEMPT,
 };
 use crate::semantics::{parse_attempt_label, restart_count};
@@ -49,6 +50,8 @@ pub struct Context {
     /// The events this process published or found published, as (object uid, reason and
     /// marker): each is published at most once.
     pub(super) reported: Mutex<HashSet<(String, String)>>,
+    /// The scopes this process knows closed, which no create is sent into (C4).
+    pub(super) closed: Closed,
 }
 
 /// The indices of pods that have vanished, by PodClique uid, until the clique's status records
@@ -258,6 +261,12 @@ impl Context {
             .clone()
             .or_else(|| obj.meta().generate_name.clone())
             .unwrap_or_default();
+        if self.known_closed(namespace, obj.meta()) {
+            return Err(Error::ScopeClosed {
+                kind: kind::<K>(),
+                name,
+            });
+        }
         match self
             .api::<K>(namespace)
             .create(&PostParams::default(), obj)
@@ -343,6 +352,7 @@ impl Context {
             .await
             .map_err(api_error("write the status of", kind::<K>(), &name))?;
         if let (Some(uid), Some(version)) = (written.uid(), version(&written)) {
+            self.closed.learn(&uid, &Seen::of_status(&patch["status"]));
             remember(&self.written, uid, version);
         }
         Ok(written)
@@ -418,6 +428,28 @@ impl Context {
         })
     }
 
+    /// Whether this process already knows that the scope `meta` would be created in is
+    /// closed: a pod's PodClique terminal, or the replica its parent or (through the cached
+    /// parents) its grandparent holds it in.
+    fn known_closed(&self, namespace: &str, meta: &ObjectMeta) -> bool {
+        if let Some(owner) = controller_of(meta).filter(|o| o.kind == KIND_PCLQ) {
+            return self.closed.knows_closed(&owner.uid, usize::MAX, None)
+                || Self::cached(&self.podcliques, namespace, &owner.name)
+                    .filter(|c| c.uid().as_deref() == Some(owner.uid.as_str()))
+                    .is_some_and(|c| self.known_closed(namespace, &c.metadata));
+        }
+        let Some(parent) = parent_link(meta) else {
+            return false;
+        };
+        let closed = |l: &ParentLink| self.closed.knows_closed(&l.uid, l.replica, l.attempt);
+        closed(&parent)
+            || (parent.kind == KIND_PCSG
+                && Self::cached(&self.scaling_groups, namespace, &parent.name)
+                    .filter(|g| g.uid().as_deref() == Some(parent.uid.as_str()))
+                    .and_then(|g| parent_link(&g.metadata))
+                    .is_some_and(|grandparent| closed(&grandparent)))
+    }
+
     /// The live metadata of the parent `link` names, if it is open for `link`'s attempt.
     async fn live_parent(
         &self,
@@ -442,6 +474,19 @@ impl Context {
             let record = (s.replica_restart_counts, s.completed_replicas);
             (p.metadata, s.conditions, record)
         };
+        if parent.uid.as_deref() == Some(link.uid.as_str()) {
+            let seen = Seen {
+                whole: parent.deletion_timestamp.is_some()
+                    || conditions::terminal(conditions.as_deref().unwrap_or_default()).is_some(),
+                completed: (completed.iter().flatten())
+                    .filter_map(|&j| usize::try_from(j).ok())
+                    .collect(),
+                counts: (counts.iter().flatten())
+                    .map(|&c| u32::try_from(c).unwrap_or(0))
+                    .collect(),
+            };
+            self.closed.learn(&link.uid, &seen);
+        }
         let open = parent.uid.as_deref() == Some(link.uid.as_str())
             && parent.deletion_timestamp.is_none()
             && conditions::terminal(conditions.as_deref().unwrap_or_default()).is_none()

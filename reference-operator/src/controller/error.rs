@@ -35,6 +35,14 @@ pub enum Error {
         /// Name of the object.
         name: String,
     },
+    /// A create was not sent: this process knows the scope it would land in closed (C4).
+    #[error("did not create {kind} {name}: its scope is closed")]
+    ScopeClosed {
+        /// Kind of the object.
+        kind: String,
+        /// Name of the object.
+        name: String,
+    },
     /// A child could not be built from the template.
     #[error("failed to build the children of {name}")]
     Build {

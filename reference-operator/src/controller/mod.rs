@@ -2,6 +2,7 @@
 //! PodClique, carrying out the decisions of [`crate::semantics`] on the children built by
 //! [`crate::build`].
 
+mod closed;
 mod conditions;
 mod context;
 mod error;

@@ -31,6 +31,7 @@ use kube::{Client, Resource, ResourceExt};
 use tracing::Instrument;
 use tracing::instrument::Instrumented;
 
+use super::closed::Closed;
 use super::context::{Context, Kind, Vanished};
 use super::error::Error;
 use super::{pcs, pcsg, podclique};
@@ -135,6 +136,7 @@ pub async fn run_until(
         created: Mutex::default(),
         vanished,
         reported: Mutex::default(),
+        closed: Closed::default(),
     });
     let stop: Shared<BoxFuture<'static, ()>> = stop.boxed().shared();
     let config = Config::default().debounce(DEBOUNCE);
@@ -218,7 +220,10 @@ fn error_policy<K>(obj: Arc<K>, error: &Error, _: Arc<Context>) -> Action
 where
     K: Resource<DynamicType = ()>,
 {
-    if error.is_conflict() || error.is_gone() {
+    if matches!(error, Error::ScopeClosed { .. }) {
+        tracing::debug!(kind = %K::kind(&()), name = %obj.name_any(), %error, "scope closed, looking again");
+        Action::requeue(Duration::from_secs(1))
+    } else if error.is_conflict() || error.is_gone() {
         tracing::debug!(kind = %K::kind(&()), name = %obj.name_any(), %error, "stale read, looking again");
         Action::requeue(Duration::from_millis(50))
     } else {

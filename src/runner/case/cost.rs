@@ -1,12 +1,13 @@
 //! A case's API cost from its proxy's request log ([`ApiCost`]), and where the case reached
 //! its required state (the moment its final `expect` first held).
 
+use std::collections::HashSet;
 use std::time::{Instant, SystemTime};
 
 use grove_conformance_core::catalog::StepKind;
 
 use super::steps::CaseRun;
-use crate::proxy::Verb;
+use crate::proxy::{RecordedRequest, Verb};
 use crate::report::{ApiCost, ApiRequest, RESTRAINT_BOUND};
 
 /// How long the implementation must send no write at the end of a case before its restraint
@@ -49,9 +50,11 @@ impl CaseRun<'_> {
         };
         give_back_slot();
         let deadline = required + RESTRAINT_BOUND + QUIET_TAIL;
+        let required_wall = SystemTime::now() - required.elapsed();
+        let mut told = false;
         loop {
-            let last_write = proxy
-                .requests()
+            let requests = proxy.requests();
+            let last_write = requests
                 .iter()
                 .filter(|r| r.request.namespace == self.namespace && is_write(r.request.verb))
                 .map(|r| r.at)
@@ -59,7 +62,23 @@ impl CaseRun<'_> {
             let quiet = last_write
                 .and_then(|at| SystemTime::now().duration_since(at).ok())
                 .unwrap_or(QUIET_TAIL);
-            if quiet >= QUIET_TAIL || Instant::now() >= deadline {
+            if Instant::now() >= deadline {
+                return;
+            }
+            // A write that changed nothing, sent once the required state was reached, is an
+            // implementation rewriting what it already wrote: however long it waits between
+            // such writes, the case watches on until the bound has passed.
+            let idle = idle_write(&requests, &self.namespace, required_wall);
+            if let Some(r) = idle.filter(|_| !told) {
+                told = true;
+                tracing::info!(
+                    request = r.seq,
+                    "the implementation rewrote {} {} without changing it after the required state; watching until the restraint bound has passed",
+                    r.request.resource,
+                    r.request.name
+                );
+            }
+            if quiet >= QUIET_TAIL && idle.is_none() {
                 return;
             }
             tokio::time::sleep((QUIET_TAIL - quiet).min(std::time::Duration::from_millis(500)))
@@ -122,9 +141,77 @@ impl CaseRun<'_> {
 }
 
 /// Whether a request with `verb` changes anything (L2 counts these).
+/// The first write of `namespace` sent at or after `since` that changed nothing: the
+/// apiserver answered it with the resourceVersion an earlier write to the same object had
+/// already been answered with (a no-op patch or update is not persisted, so its version stays).
+fn idle_write<'r>(
+    requests: &'r [RecordedRequest],
+    namespace: &str,
+    since: SystemTime,
+) -> Option<&'r RecordedRequest> {
+    let mut seen: HashSet<(&str, &str, u64)> = HashSet::new();
+    for r in requests.iter().filter(|r| r.request.namespace == namespace) {
+        let Some(version) = r.resource_version else {
+            continue;
+        };
+        let object = (
+            r.request.resource.as_str(),
+            r.request.name.as_str(),
+            version,
+        );
+        if !seen.insert(object) && r.at >= since && !r.request.name.is_empty() {
+            return Some(r);
+        }
+    }
+    None
+}
+
 fn is_write(verb: Verb) -> bool {
     match verb {
         Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection => true,
         Verb::Get | Verb::List | Verb::Watch | Verb::Proxy | Verb::Other => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::proxy::RequestInfo;
+
+    fn write(seq: u64, secs: u64, name: &str, version: Option<u64>) -> RecordedRequest {
+        let path = format!("/apis/grove.io/v1alpha1/namespaces/ns/podcliques/{name}/status");
+        RecordedRequest {
+            seq,
+            at: SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
+            request: RequestInfo::parse("PATCH", &path, ""),
+            status: Some(200),
+            duration: Some(Duration::from_millis(1)),
+            faults: Vec::new(),
+            resource_version: version,
+            answered_after: Some(seq),
+        }
+    }
+
+    #[test]
+    fn a_write_answered_with_a_version_already_answered_is_idle() {
+        let since = SystemTime::UNIX_EPOCH + Duration::from_secs(10);
+        let changing = [write(1, 5, "a", Some(7)), write(2, 11, "a", Some(9))];
+        assert_eq!(idle_write(&changing, "ns", since), None);
+        // The same version again: the second write changed nothing.
+        let rewrite = [write(1, 5, "a", Some(7)), write(2, 12, "a", Some(7))];
+        assert_eq!(idle_write(&rewrite, "ns", since).map(|r| r.seq), Some(2));
+        // Before the required state it is not the end's business.
+        let early = [write(1, 5, "a", Some(7)), write(2, 6, "a", Some(7))];
+        assert_eq!(idle_write(&early, "ns", since), None);
+        // Another object, another namespace, or a write without an answer: not idle.
+        let others = [
+            write(1, 5, "a", Some(7)),
+            write(2, 12, "b", Some(8)),
+            write(3, 12, "a", None),
+        ];
+        assert_eq!(idle_write(&others, "ns", since), None);
+        assert_eq!(idle_write(&rewrite, "other", since), None);
     }
 }

@@ -38,7 +38,10 @@ fn give_back_slot() {
 impl CaseRun<'_> {
     /// Watches the end of a case that reached its required state until the implementation
     /// has written nothing for [`QUIET_TAIL`], or until [`RESTRAINT_BOUND`] plus the tail has
-    /// passed since the required state (its writes past the bound are then L2's findings).
+    /// passed since the required state (its writes past the bound are then L2's findings). An
+    /// implementation that rewrites an object without changing it is watched until the bound,
+    /// the tail and the longest gap between its writes to that object have passed (at most
+    /// twice the bound), so a rewrite on any timer shorter than the bound lands past it.
     /// The case gives its slot back first: a case that only watches holds up no other. Nothing
     /// is done without an API proxy or a required state.
     pub(super) async fn watch_restraint_tail(&self) {
@@ -49,8 +52,7 @@ impl CaseRun<'_> {
             return;
         };
         give_back_slot();
-        let deadline = required + RESTRAINT_BOUND + QUIET_TAIL;
-        let required_wall = SystemTime::now() - required.elapsed();
+        let mut deadline = required + RESTRAINT_BOUND + QUIET_TAIL;
         let mut told = false;
         loop {
             let requests = proxy.requests();
@@ -65,15 +67,19 @@ impl CaseRun<'_> {
             if Instant::now() >= deadline {
                 return;
             }
-            // A write that changed nothing, sent once the required state was reached, is an
-            // implementation rewriting what it already wrote: however long it waits between
-            // such writes, the case watches on until the bound has passed.
-            let idle = idle_write(&requests, &self.namespace, required_wall);
+            // A write that changed nothing is an implementation rewriting what it already
+            // wrote, which it may do on a timer: however long it waits between such writes,
+            // the case watches on until the bound has passed.
+            let idle = idle_write(&requests, &self.namespace);
+            if let Some(r) = idle {
+                let period = longest_gap(&requests, r).min(RESTRAINT_BOUND);
+                deadline = deadline.max(required + RESTRAINT_BOUND + QUIET_TAIL + period);
+            }
             if let Some(r) = idle.filter(|_| !told) {
                 told = true;
                 tracing::info!(
                     request = r.seq,
-                    "the implementation rewrote {} {} without changing it after the required state; watching until the restraint bound has passed",
+                    "the implementation rewrote {} {} without changing it; watching until the restraint bound has passed",
                     r.request.resource,
                     r.request.name
                 );
@@ -81,8 +87,8 @@ impl CaseRun<'_> {
             if quiet >= QUIET_TAIL && idle.is_none() {
                 return;
             }
-            tokio::time::sleep((QUIET_TAIL - quiet).min(std::time::Duration::from_millis(500)))
-                .await;
+            let step = std::time::Duration::from_millis(500);
+            tokio::time::sleep(QUIET_TAIL.saturating_sub(quiet).min(step).max(step / 10)).await;
         }
     }
 
@@ -141,14 +147,10 @@ impl CaseRun<'_> {
 }
 
 /// Whether a request with `verb` changes anything (L2 counts these).
-/// The first write of `namespace` sent at or after `since` that changed nothing: the
-/// apiserver answered it with the resourceVersion an earlier write to the same object had
-/// already been answered with (a no-op patch or update is not persisted, so its version stays).
-fn idle_write<'r>(
-    requests: &'r [RecordedRequest],
-    namespace: &str,
-    since: SystemTime,
-) -> Option<&'r RecordedRequest> {
+/// The first write of `namespace` that changed nothing: the apiserver answered it with the
+/// resourceVersion an earlier write to the same object had already been answered with (a
+/// no-op patch or update is not persisted, so its version stays).
+fn idle_write<'r>(requests: &'r [RecordedRequest], namespace: &str) -> Option<&'r RecordedRequest> {
     let mut seen: HashSet<(&str, &str, u64)> = HashSet::new();
     for r in requests.iter().filter(|r| r.request.namespace == namespace) {
         let Some(version) = r.resource_version else {
@@ -159,11 +161,30 @@ fn idle_write<'r>(
             r.request.name.as_str(),
             version,
         );
-        if !seen.insert(object) && r.at >= since && !r.request.name.is_empty() {
+        if !seen.insert(object) && !r.request.name.is_empty() {
             return Some(r);
         }
     }
     None
+}
+
+/// The longest time between two consecutive answered writes to the object `idle` wrote.
+fn longest_gap(requests: &[RecordedRequest], idle: &RecordedRequest) -> std::time::Duration {
+    let times: Vec<SystemTime> = requests
+        .iter()
+        .filter(|r| {
+            r.resource_version.is_some()
+                && r.request.namespace == idle.request.namespace
+                && r.request.resource == idle.request.resource
+                && r.request.name == idle.request.name
+        })
+        .map(|r| r.at)
+        .collect();
+    times
+        .windows(2)
+        .filter_map(|w| w[1].duration_since(w[0]).ok())
+        .max()
+        .unwrap_or_default()
 }
 
 fn is_write(verb: Verb) -> bool {
@@ -180,11 +201,11 @@ mod tests {
     use super::*;
     use crate::proxy::RequestInfo;
 
-    fn write(seq: u64, secs: u64, name: &str, version: Option<u64>) -> RecordedRequest {
+    fn write(seq: u64, name: &str, version: Option<u64>) -> RecordedRequest {
         let path = format!("/apis/grove.io/v1alpha1/namespaces/ns/podcliques/{name}/status");
         RecordedRequest {
             seq,
-            at: SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
+            at: SystemTime::UNIX_EPOCH + Duration::from_secs(seq),
             request: RequestInfo::parse("PATCH", &path, ""),
             status: Some(200),
             duration: Some(Duration::from_millis(1)),
@@ -196,22 +217,29 @@ mod tests {
 
     #[test]
     fn a_write_answered_with_a_version_already_answered_is_idle() {
-        let since = SystemTime::UNIX_EPOCH + Duration::from_secs(10);
-        let changing = [write(1, 5, "a", Some(7)), write(2, 11, "a", Some(9))];
-        assert_eq!(idle_write(&changing, "ns", since), None);
+        let changing = [write(1, "a", Some(7)), write(2, "a", Some(9))];
+        assert_eq!(idle_write(&changing, "ns"), None);
         // The same version again: the second write changed nothing.
-        let rewrite = [write(1, 5, "a", Some(7)), write(2, 12, "a", Some(7))];
-        assert_eq!(idle_write(&rewrite, "ns", since).map(|r| r.seq), Some(2));
-        // Before the required state it is not the end's business.
-        let early = [write(1, 5, "a", Some(7)), write(2, 6, "a", Some(7))];
-        assert_eq!(idle_write(&early, "ns", since), None);
+        let rewrite = [write(1, "a", Some(7)), write(2, "a", Some(7))];
+        assert_eq!(idle_write(&rewrite, "ns").map(|r| r.seq), Some(2));
         // Another object, another namespace, or a write without an answer: not idle.
         let others = [
-            write(1, 5, "a", Some(7)),
-            write(2, 12, "b", Some(8)),
-            write(3, 12, "a", None),
+            write(1, "a", Some(7)),
+            write(2, "b", Some(8)),
+            write(3, "a", None),
         ];
-        assert_eq!(idle_write(&others, "ns", since), None);
-        assert_eq!(idle_write(&rewrite, "other", since), None);
+        assert_eq!(idle_write(&others, "ns"), None);
+        assert_eq!(idle_write(&rewrite, "other"), None);
+    }
+
+    #[test]
+    fn the_longest_gap_is_between_writes_to_the_idle_object() {
+        let log = [
+            write(1, "a", Some(7)),
+            write(4, "b", Some(8)),
+            write(9, "a", Some(7)),
+        ];
+        assert_eq!(longest_gap(&log, &log[2]), Duration::from_secs(8));
+        assert_eq!(longest_gap(&log[..1], &log[0]), Duration::ZERO);
     }
 }

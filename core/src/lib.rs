@@ -13,7 +13,8 @@
 //! - [`schedule`]: durations of a previous run, the order cases start in, shards;
 //! - [`model`]: an executable reading of the spec, the set of states it allows;
 //! - [`explore`]: scenarios generated from a seed, judged by the model, shrunk;
-//! - [`errors`]: the one error-chain printer.
+//! - [`errors`]: the one error-chain printer;
+//! - [`walk`]: reading a JSON value by a path of keys without allocating.
 //!
 //! Its modules may use one another and the crates its manifest lists; nothing here talks to a
 //! cluster, spawns a process or waits on a runtime.
@@ -29,3 +30,4 @@ pub mod report;
 pub mod schedule;
 pub mod snapshot;
 pub mod vocab;
+pub mod walk;

@@ -7,6 +7,7 @@
 //! them to address pod actions, to resolve remembered UIDs and to arm and fire `controller`
 //! triggers.
 
+use crate::walk::Walk;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -36,7 +37,7 @@ impl Snapshot {
             .and_then(Value::as_str)
             .and_then(|k| k.parse::<Kind>().ok());
         let name = object
-            .pointer("/metadata/name")
+            .walk(&["metadata", "name"])
             .and_then(Value::as_str)
             .map(str::to_owned);
         match (kind, name) {
@@ -98,7 +99,7 @@ impl Snapshot {
             vocab,
         );
         let created = |p: &Value| {
-            p.pointer("/metadata/creationTimestamp")
+            p.walk(&["metadata", "creationTimestamp"])
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned()
@@ -131,7 +132,7 @@ impl Snapshot {
     pub fn pod_named(&self, name: &str) -> Option<&Value> {
         self.pods
             .iter()
-            .find(|p| p.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+            .find(|p| p.walk(&["metadata", "name"]).and_then(Value::as_str) == Some(name))
     }
 
     /// The pods bound to any of `nodes`.
@@ -139,7 +140,7 @@ impl Snapshot {
         self.pods
             .iter()
             .filter(|p| {
-                p.pointer("/spec/nodeName")
+                p.walk(&["spec", "nodeName"])
                     .and_then(Value::as_str)
                     .is_some_and(|n| nodes.iter().any(|m| m == n))
             })
@@ -168,7 +169,7 @@ impl Snapshot {
     fn controlled_by_its_clique(&self, pod: &Value, vocab: &Vocabulary) -> bool {
         let clique_label = vocab.name(Term::LabelPodClique).unwrap_or_default();
         let Some(clique) = pod
-            .pointer("/metadata/labels")
+            .walk(&["metadata", "labels"])
             .and_then(|l| l.get(clique_label))
             .and_then(Value::as_str)
         else {
@@ -215,7 +216,7 @@ impl Snapshot {
             .map(|e| {
                 e.get("count")
                     .and_then(Value::as_u64)
-                    .or_else(|| e.pointer("/series/count").and_then(Value::as_u64))
+                    .or_else(|| e.walk(&["series", "count"]).and_then(Value::as_u64))
                     .unwrap_or(1)
                     .max(1)
             })
@@ -314,11 +315,11 @@ impl Snapshot {
         };
         for pod in &self.pods {
             let bound = pod
-                .pointer("/spec/nodeName")
+                .walk(&["spec", "nodeName"])
                 .and_then(Value::as_str)
                 .is_some_and(|n| !n.is_empty());
             let finalized = pod
-                .pointer("/metadata/finalizers")
+                .walk(&["metadata", "finalizers"])
                 .and_then(Value::as_array)
                 .is_some_and(|f| !f.is_empty());
             if is_deleting(pod) {
@@ -368,7 +369,7 @@ fn never_ready_since_start(pod: &Value) -> bool {
         return false;
     };
     let Some(containers) = pod
-        .pointer("/status/containerStatuses")
+        .walk(&["status", "containerStatuses"])
         .and_then(Value::as_array)
         .filter(|c| !c.is_empty())
     else {
@@ -376,7 +377,7 @@ fn never_ready_since_start(pod: &Value) -> bool {
     };
     containers.iter().all(|c| {
         c.get("ready").and_then(Value::as_bool) != Some(true)
-            && c.pointer("/state/running/startedAt")
+            && c.walk(&["state", "running", "startedAt"])
                 .and_then(Value::as_str)
                 // RFC 3339 times of one clock and format compare as text.
                 .is_some_and(|started| since <= started)
@@ -385,22 +386,22 @@ fn never_ready_since_start(pod: &Value) -> bool {
 
 /// Whether an object is being deleted (`metadata.deletionTimestamp` set).
 pub fn is_deleting(o: &Value) -> bool {
-    o.pointer("/metadata/deletionTimestamp")
+    o.walk(&["metadata", "deletionTimestamp"])
         .is_some_and(|t| !t.is_null())
 }
 
 /// An object's `metadata.uid`.
 pub fn uid(o: &Value) -> Option<&str> {
-    o.pointer("/metadata/uid").and_then(Value::as_str)
+    o.walk(&["metadata", "uid"]).and_then(Value::as_str)
 }
 
 fn label<'a>(o: &'a Value, key: &str) -> Option<&'a str> {
-    o.pointer("/metadata/labels")?.get(key)?.as_str()
+    o.walk(&["metadata", "labels"])?.get(key)?.as_str()
 }
 
 /// A pod's `status.phase`, `Pending` when it has none yet.
 fn phase(pod: &Value) -> &str {
-    pod.pointer("/status/phase")
+    pod.walk(&["status", "phase"])
         .and_then(Value::as_str)
         .unwrap_or("Pending")
 }
@@ -448,7 +449,7 @@ fn mentions(text: &str, word: &str) -> bool {
 /// The controller ownerReference of `object` (`controller: true`), if it has one.
 pub fn controller_ref(object: &Value) -> Option<&Value> {
     object
-        .pointer("/metadata/ownerReferences")?
+        .walk(&["metadata", "ownerReferences"])?
         .as_array()?
         .iter()
         .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
@@ -500,7 +501,7 @@ mod tests {
 
     fn names<'a>(pods: &[&'a Value]) -> Vec<&'a str> {
         pods.iter()
-            .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
+            .filter_map(|p| p.walk(&["metadata", "name"]).and_then(Value::as_str))
             .collect()
     }
 
@@ -626,7 +627,7 @@ mod tests {
         let names: Vec<&str> = projected
             .pods
             .iter()
-            .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
+            .filter_map(|p| p.walk(&["metadata", "name"]).and_then(Value::as_str))
             .collect();
         assert!(!names.contains(&"stopping"), "{names:?}");
         assert_eq!(names.len(), 6);

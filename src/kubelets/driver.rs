@@ -18,6 +18,9 @@ pub enum PodError {
     /// Real kubelets could not do it.
     #[error(transparent)]
     Real(RealPodsError),
+    /// The nodes could not be listed.
+    #[error("failed to list the nodes")]
+    Capacity(#[source] Box<kube::Error>),
     /// `lose-node` is not a pod action: a node is lost through [`PodDriver::lose_node`].
     #[error("a node is lost through `lose_node`, not as a pod action")]
     NotAPodAction,
@@ -179,6 +182,29 @@ impl PodDriver {
                     .map_err(PodError::Fleet)
             }
             PodDriver::Real(real) => real.lose_node(node).await.map_err(PodError::Real),
+        }
+    }
+
+    /// How many shared nodes the simulated fleet has and how many pods each holds; `None` for
+    /// real kubelets, whose nodes are what the cluster has.
+    pub fn fleet_shape(&self) -> Option<(usize, usize)> {
+        match self {
+            PodDriver::Simulated(fleet) => Some(fleet.shape()),
+            PodDriver::Real(_) => None,
+        }
+    }
+
+    /// How many pods the nodes a case's pods may run on hold at most, all of them empty: the
+    /// allocatable pods of every node that is Ready and schedulable and has no `NoSchedule` or
+    /// `NoExecute` taint. `None` where nodes are added as cases need them (the simulated
+    /// fleet).
+    pub async fn pod_capacity(&self) -> Result<Option<u64>, PodError> {
+        match self {
+            PodDriver::Simulated(_) => Ok(None),
+            PodDriver::Real(real) => super::capacity::pod_capacity(real.client())
+                .await
+                .map(Some)
+                .map_err(|e| PodError::Capacity(Box::new(e))),
         }
     }
 

@@ -499,6 +499,11 @@ impl RealPods {
         .await
     }
 
+    /// The client the pods are driven through.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     fn api(&self, namespace: &str) -> Api<Pod> {
         Api::namespaced(self.client.clone(), namespace)
     }

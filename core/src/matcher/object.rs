@@ -1,5 +1,6 @@
 //! One object expectation judged aspect by aspect.
 
+use crate::walk::Walk;
 use serde_json::{Map, Value, json};
 
 use crate::catalog::{
@@ -173,7 +174,7 @@ fn match_absent(subject: &str, observed: Option<&Value>) -> ObjectMatch {
         Some(o) => ObjectMatch::new(
             vec![format!("{subject}: expected absent, but it exists")],
             json!("absent"),
-            json!({"metadata": {"name": o.pointer("/metadata/name")}}),
+            json!({"metadata": {"name": o.walk(&["metadata", "name"])}}),
         ),
     }
 }
@@ -371,7 +372,7 @@ fn match_phase(
     failed: &str,
     observed: &Value,
 ) -> Aspect {
-    let have_phase = observed.pointer("/status/phase").and_then(Value::as_str);
+    let have_phase = observed.walk(&["status", "phase"]).and_then(Value::as_str);
     let phase_of = |t: Term| {
         if t == Term::Completed {
             completed

@@ -1,5 +1,6 @@
 //! The timeline: watch events of one case, in resourceVersion order, with their actor.
 
+use crate::walk::Walk;
 use std::fmt::Write as _;
 
 use serde_json::Value;
@@ -119,7 +120,7 @@ impl Entry {
     /// Whether the object carries a deletionTimestamp.
     pub fn deleting(&self) -> bool {
         self.object
-            .pointer("/metadata/deletionTimestamp")
+            .walk(&["metadata", "deletionTimestamp"])
             .is_some_and(|t| !t.is_null())
     }
 
@@ -139,7 +140,7 @@ impl Entry {
         let label = |t: Term| {
             vocab
                 .name(t)
-                .and_then(|k| o.pointer("/metadata/labels")?.get(k)?.as_str())
+                .and_then(|k| o.walk(&["metadata", "labels"])?.get(k)?.as_str())
         };
         match self.kind {
             Kind::Pod => {
@@ -148,7 +149,7 @@ impl Entry {
                 {
                     let _ = write!(s, " {c}/{i}");
                 }
-                if let Some(p) = o.pointer("/status/phase").and_then(Value::as_str) {
+                if let Some(p) = o.walk(&["status", "phase"]).and_then(Value::as_str) {
                     let _ = write!(s, " phase={p}");
                 }
             }
@@ -160,7 +161,7 @@ impl Entry {
                         let _ = write!(s, " {name}={status}");
                     }
                 }
-                if let Some(p) = o.pointer("/status/phase").and_then(Value::as_str) {
+                if let Some(p) = o.walk(&["status", "phase"]).and_then(Value::as_str) {
                     let _ = write!(s, " phase={p}");
                 }
                 if let Some(f) = vocab.name(Term::ReplicaRestartCounts)

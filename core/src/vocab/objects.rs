@@ -1,6 +1,7 @@
 //! Reading and writing observed objects: conditions, terminal states, and the job structure
 //! of a PodCliqueSet ([`PcsShape`]), each read with a revision's names.
 
+use crate::walk::Walk;
 use serde_json::{Map, Value};
 
 use super::{Feature, Kind, Term, Unsupported, Vocabulary};
@@ -66,7 +67,7 @@ impl Vocabulary {
                 failed: condition_status(object, failed) == Some("True"),
             },
             Some(TerminalSignal::Phase { completed, failed }) => {
-                let phase = object.pointer("/status/phase").and_then(Value::as_str);
+                let phase = object.walk(&["status", "phase"]).and_then(Value::as_str);
                 TerminalState {
                     completed: phase == Some(completed),
                     failed: phase == Some(failed),
@@ -91,7 +92,7 @@ impl Vocabulary {
                 .and_then(|p| p.get(completion))
                 .is_some_and(|c| !c.is_null())
         } else {
-            spec.and_then(|s| s.pointer("/podSpec/restartPolicy"))
+            spec.and_then(|s| s.walk(&["podSpec", "restartPolicy"]))
                 .and_then(Value::as_str)
                 == Some("Never")
         }
@@ -151,7 +152,7 @@ impl Vocabulary {
                 CliqueShape {
                     name: name.to_owned(),
                     completion_aware: self.is_completion_aware_clique(c),
-                    replicas: replicas(c.pointer("/spec/replicas"), 0),
+                    replicas: replicas(c.walk(&["spec", "replicas"]), 0),
                     group: groups_raw
                         .iter()
                         .find(|g| {
@@ -197,7 +198,7 @@ impl Vocabulary {
         let completion = self.completion_of(spec);
         PcsShape {
             name: pcs
-                .pointer("/metadata/name")
+                .walk(&["metadata", "name"])
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned(),
@@ -321,7 +322,7 @@ pub fn condition_status<'a>(object: &'a Value, type_: &str) -> Option<&'a str> {
 /// The condition of `type_` in `object.status.conditions`, if present.
 pub fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
     object
-        .pointer("/status/conditions")?
+        .walk(&["status", "conditions"])?
         .as_array()?
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))

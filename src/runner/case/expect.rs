@@ -116,7 +116,9 @@ impl CaseRun<'_> {
             // A simulated kubelet owes nothing: its windows are plain.
             let real_kubelets = self.run.pods.fleet().is_none();
             loop {
+                let evaluated = Instant::now();
                 let eval = self.evaluate(exp);
+                let cost = evaluated.elapsed();
                 if eval.ok {
                     if part_done.is_some() {
                         self.kubelets_took(
@@ -151,6 +153,7 @@ impl CaseRun<'_> {
                     (None, Some(at)) => deadline.min(at + PROJECTION_INTERVAL).max(now),
                     _ => deadline,
                 };
+                pace(cost, wake).await;
                 if tokio::time::timeout_at(wake, changes.changed())
                     .await
                     .is_err()
@@ -184,10 +187,12 @@ impl CaseRun<'_> {
             let hold = hold.as_std();
             let deadline = tokio::time::Instant::now() + hold;
             loop {
+                let evaluated = Instant::now();
                 let eval = self.evaluate(exp);
                 if !eval.ok {
                     return Err(failure(&eval, format!("did not stay true for {hold:?}")));
                 }
+                pace(evaluated.elapsed(), deadline).await;
                 if tokio::time::timeout_at(deadline, changes.changed())
                     .await
                     .is_err()
@@ -197,5 +202,18 @@ impl CaseRun<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Before an expectation is judged again, waits three times as long as judging it took (up to
+/// 100 ms, never past `until`), when that was over a millisecond: on a snapshot of thousands
+/// of pods that changes with every event, judging at every change kept a core busy with the
+/// same question (its cost grew with the pods times the events). The changes meanwhile are
+/// judged together, as the watch channel already coalesces them; a small snapshot is judged
+/// at once.
+async fn pace(cost: std::time::Duration, until: tokio::time::Instant) {
+    if cost > std::time::Duration::from_millis(1) {
+        let pause = (cost * 3).min(std::time::Duration::from_millis(100));
+        tokio::time::sleep_until((tokio::time::Instant::now() + pause).min(until)).await;
     }
 }

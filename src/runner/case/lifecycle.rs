@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use tokio::sync::Mutex as AsyncMutex;
 
-use super::requirements::{case_pods, is_large, loses_node, skip_reason};
+use super::requirements::{case_pods, is_large, loses_node, private_node_count, skip_reason};
 use super::steps::{CaseRun, execute};
 use super::verdict::{
     Judged, StepsEnded, injected_pin_failed, injection_failed, judge, with_pins_landed,
@@ -255,9 +255,9 @@ async fn run_steps_noting(
         trigger_points: Arc::default(),
         kubelet_lag: Arc::default(),
     };
-    // A case that loses a node gets nodes of its own where the pod driver can give them: one
-    // per pod (up to the fleet's usual spread), so a lost node takes this case's pods alone.
-    let private_nodes = loses_node(case) && run.pods.private_nodes();
+    // Nodes of its own where the pod driver can give them: for a case that loses a node, or
+    // one with more pods than the shared nodes hold.
+    let private_nodes = private_node_count(case, &run.catalog, &run.pods);
     let outcome = match prepare(&mut ctx, private_nodes).await {
         Err(outcome) => outcome,
         Ok(()) => {
@@ -286,7 +286,7 @@ async fn run_steps_noting(
             )
         }
     };
-    let outcome = tear_down(ctx, outcome, private_nodes, ran).await;
+    let outcome = tear_down(ctx, outcome, private_nodes.is_some(), ran).await;
     if !run.keep_namespaces {
         delete_namespace(&namespaces, &namespace, is_large(case, &run.catalog)).await;
     }
@@ -350,8 +350,28 @@ fn log_path(run: &RunContext, case: &Case, repeat: Option<u32>) -> PathBuf {
 /// stops it whatever comes next): its API proxy and implementation instance when they are
 /// per case, the crash the run pins before every case, and nodes of its own. `Err` is how
 /// the case ends when one of them fails.
-async fn prepare(ctx: &mut CaseRun<'_>, private_nodes: bool) -> Result<(), Outcome> {
+async fn prepare(ctx: &mut CaseRun<'_>, private_nodes: Option<usize>) -> Result<(), Outcome> {
     let run = ctx.run;
+    // A target whose nodes cannot hold the case's pods says so before anything runs.
+    let needed = case_pods(ctx.case, &run.catalog);
+    match run.pods.pod_capacity().await {
+        Ok(Some(capacity)) if needed > capacity => {
+            return Err(Outcome::Skip {
+                reason: format!(
+                    "the case needs {needed} pods at once; the target's nodes hold at most {capacity} (the allocatable pods of its Ready, schedulable, untainted nodes)"
+                ),
+            });
+        }
+        Ok(_) => {}
+        Err(e) => {
+            return Err(Outcome::Error {
+                message: format!(
+                    "failed to read what the target's nodes hold: {}",
+                    crate::errors::chain(&e)
+                ),
+            });
+        }
+    }
     ctx.proxy = if run.implementation.per_case() && run.api_proxy {
         let proxy = ApiProxy::start(&run.kubeconfig, &run.log_dir)
             .await
@@ -401,8 +421,7 @@ async fn prepare(ctx: &mut CaseRun<'_>, private_nodes: bool) -> Result<(), Outco
             .await
             .map_err(|e| injection_failed("arm the sweep's fault", e))?;
     }
-    if private_nodes {
-        let count = usize::try_from(case_pods(ctx.case, &run.catalog).clamp(1, 8)).unwrap_or(8);
+    if let Some(count) = private_nodes {
         run.pods
             .reserve_nodes(&ctx.namespace, count)
             .await

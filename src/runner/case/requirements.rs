@@ -74,6 +74,24 @@ pub fn is_large(case: &Case, catalog: &Catalog) -> bool {
     case_pods(case, catalog) >= LARGE_CASE_PODS
 }
 
+/// How many nodes of its own a case gets, where the pod driver can give them (the simulated
+/// fleet): a case that loses a node one per pod, up to the fleet's usual spread of 8, so a lost
+/// node takes this case's pods alone; a case with more pods than the shared nodes hold enough
+/// nodes for all of them, as a cluster autoscaler would add them. `None`: the shared nodes.
+pub(super) fn private_node_count(
+    case: &Case,
+    catalog: &Catalog,
+    pods: &PodDriver,
+) -> Option<usize> {
+    let (shared, per_node) = pods.fleet_shape()?;
+    let needed = usize::try_from(case_pods(case, catalog)).unwrap_or(usize::MAX);
+    if loses_node(case) {
+        Some(needed.clamp(1, 8))
+    } else {
+        (needed > shared.saturating_mul(per_node)).then(|| needed.div_ceil(per_node.max(1)))
+    }
+}
+
 /// Whether a case loses a node.
 pub fn loses_node(case: &Case) -> bool {
     case.steps

@@ -44,7 +44,7 @@ pub(super) fn record(
     let snapshot = &mut state.snapshot;
     match kind {
         Kind::Pod => {
-            let old = snapshot.pods.iter().position(|p| uid_of(p) == uid);
+            let old = snapshot.pods.iter().position(|p| same_uid(p, &uid));
             let was = old.map(|i| snapshot.pods[i].clone());
             facts.deletion_started =
                 (deleted || is_deleting(&object)) && !was.as_ref().is_some_and(is_deleting);
@@ -104,7 +104,7 @@ pub(super) fn record(
             }
         }
         Kind::Event => {
-            let old = snapshot.events.iter().position(|p| uid_of(p) == uid);
+            let old = snapshot.events.iter().position(|p| same_uid(p, &uid));
             match (old, deleted) {
                 (Some(i), true) => {
                     snapshot.events.remove(i);
@@ -120,7 +120,7 @@ pub(super) fn record(
                 if snapshot
                     .objects
                     .get(&(kind, name.clone()))
-                    .is_some_and(|o| uid_of(o) == uid)
+                    .is_some_and(|o| same_uid(o, &uid))
                 {
                     snapshot.objects.remove(&(kind, name));
                 }
@@ -194,6 +194,15 @@ pub(super) fn rv_of(object: &Value) -> u64 {
         .and_then(Value::as_str)
         .and_then(|rv| rv.parse::<u64>().ok())
         .unwrap_or(0)
+}
+
+/// Whether `o`'s `metadata.uid` is `uid` (read in place: this runs for every object of the
+/// snapshot at every event).
+fn same_uid(o: &Value, uid: &str) -> bool {
+    o.get("metadata")
+        .and_then(|m| m.get("uid"))
+        .and_then(Value::as_str)
+        == Some(uid)
 }
 
 pub(super) fn uid_of(o: &Value) -> String {

@@ -5,6 +5,7 @@
 //! [`Monitor::violate`]. Only R3 also writes state: each increment it sees, which R3 itself
 //! and O1, O2 read later.
 
+use crate::walk::Walk;
 use serde_json::Value;
 
 use super::{Monitor, Obj, ReplicaKey};
@@ -273,7 +274,7 @@ impl Monitor {
         let clique_name = clique.name.clone();
         let replicas = clique
             .object
-            .pointer("/spec/replicas")
+            .walk(&["spec", "replicas"])
             .and_then(Value::as_u64);
         let index = self
             .label(&e.object, Term::LabelPodIndex)

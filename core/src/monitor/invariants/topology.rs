@@ -3,6 +3,7 @@
 //! to (indices from the B1 names), and whether a replica is completion-aware, complete or
 //! terminal.
 
+use crate::walk::Walk;
 use serde_json::Value;
 
 use super::{Monitor, Obj, ReplicaKey};
@@ -10,7 +11,7 @@ use crate::vocab::{Kind, PcsShape, Term};
 
 impl Monitor {
     pub(super) fn label<'a>(&self, o: &'a Value, t: Term) -> Option<&'a str> {
-        o.pointer("/metadata/labels")?
+        o.walk(&["metadata", "labels"])?
             .get(self.vocab.name(t)?)?
             .as_str()
     }
@@ -25,7 +26,7 @@ impl Monitor {
     /// The UID of the controller owner of `o` with `kind`, by ownerReference or label.
     pub(super) fn owner(&self, o: &Value, kind: Kind) -> Option<String> {
         let by_ref = o
-            .pointer("/metadata/ownerReferences")
+            .walk(&["metadata", "ownerReferences"])
             .and_then(Value::as_array)
             .and_then(|refs| {
                 refs.iter()
@@ -80,7 +81,7 @@ impl Monitor {
     pub(super) fn replicas_of(&self, o: &Value, kind: Kind) -> Vec<ReplicaKey> {
         let mut out = Vec::new();
         let name = o
-            .pointer("/metadata/name")
+            .walk(&["metadata", "name"])
             .and_then(Value::as_str)
             .unwrap_or_default();
         if kind == Kind::PodClique

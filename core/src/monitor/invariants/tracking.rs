@@ -2,6 +2,7 @@
 //! restart counts, deletion), each replica's pending failure, standing breach and completion,
 //! and every pod of a clique by index.
 
+use crate::walk::Walk;
 use serde_json::Value;
 
 use super::ReplicaKey;
@@ -98,7 +99,7 @@ impl Monitor {
                     return;
                 }
                 let phase = |o: &Value| {
-                    o.pointer("/status/phase")
+                    o.walk(&["status", "phase"])
                         .and_then(Value::as_str)
                         .unwrap_or("Pending")
                         .to_owned()

@@ -29,6 +29,11 @@ pub struct Taint {
 }
 
 impl Fleet {
+    /// How many shared nodes the fleet started with, and how many pods each holds.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.inner.options.nodes, self.inner.options.max_pods)
+    }
+
     /// Names of the nodes.
     pub fn node_names(&self) -> Vec<String> {
         self.inner

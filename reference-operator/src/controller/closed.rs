@@ -8,6 +8,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use super::conditions;
+
 /// Past this many parents the record starts over (it only saves creates, never allows one).
 const LIMIT: usize = 4096;
 
@@ -32,37 +36,40 @@ pub(super) struct Seen {
 }
 
 impl Seen {
-    /// What a status (as JSON, the form it is written in) shows.
-    pub(super) fn of_status(status: &serde_json::Value) -> Seen {
-        let terminal = status
-            .get("conditions")
-            .and_then(serde_json::Value::as_array)
-            .is_some_and(|conditions| {
-                conditions.iter().any(|c| {
-                    matches!(
-                        c.get("type").and_then(serde_json::Value::as_str),
-                        Some("Completed" | "Failed")
-                    ) && c.get("status").and_then(serde_json::Value::as_str) == Some("True")
-                })
-            });
-        let numbers = |key: &str| -> Vec<u64> {
-            status
-                .get(key)
-                .and_then(serde_json::Value::as_array)
-                .map(|a| a.iter().filter_map(serde_json::Value::as_u64).collect())
-                .unwrap_or_default()
-        };
+    /// What a parent shows: whether it is being deleted, its conditions and its record of
+    /// restarts and completed replicas.
+    pub(super) fn of(
+        deleting: bool,
+        conditions: &[Condition],
+        counts: &[i32],
+        completed: &[i32],
+    ) -> Seen {
         Seen {
-            whole: terminal,
-            completed: numbers("completedReplicas")
-                .into_iter()
-                .filter_map(|j| usize::try_from(j).ok())
+            whole: deleting || conditions::terminal(conditions).is_some(),
+            completed: completed
+                .iter()
+                .filter_map(|&j| usize::try_from(j).ok())
                 .collect(),
-            counts: numbers("replicaRestartCounts")
-                .into_iter()
-                .map(|c| u32::try_from(c).unwrap_or(u32::MAX))
+            counts: counts
+                .iter()
+                .map(|&c| u32::try_from(c).unwrap_or(0))
                 .collect(),
         }
+    }
+
+    /// What a status written as JSON shows (a field it cannot read counts as absent, which
+    /// only leaves a closure unlearnt).
+    pub(super) fn of_status(status: &serde_json::Value) -> Seen {
+        fn field<T: serde::de::DeserializeOwned>(status: &serde_json::Value, key: &str) -> Vec<T> {
+            status
+                .get(key)
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .unwrap_or_default()
+        }
+        let conditions: Vec<Condition> = field(status, "conditions");
+        let counts: Vec<i32> = field(status, "replicaRestartCounts");
+        let completed: Vec<i32> = field(status, "completedReplicas");
+        Seen::of(false, &conditions, &counts, &completed)
     }
 }
 
@@ -132,15 +139,17 @@ mod tests {
         assert!(closed.knows_closed("g", 1, Some(0)));
         closed.learn(
             "g",
-            &Seen::of_status(&serde_json::json!({"conditions": [
-                {"type": "Failed", "status": "True"}
-            ]})),
+            &Seen::of_status(&serde_json::json!({"conditions": [{
+                "type": "Failed", "status": "True", "reason": "r", "message": "m",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"
+            }]})),
         );
         assert!(closed.knows_closed("g", 0, Some(1)));
         assert!(!closed.knows_closed("other", 0, Some(0)));
-        let open = Seen::of_status(&serde_json::json!({"conditions": [
-            {"type": "Completed", "status": "False"}
-        ]}));
+        let open = Seen::of_status(&serde_json::json!({"conditions": [{
+            "type": "Completed", "status": "False", "reason": "r", "message": "m",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"
+        }]}));
         assert!(!open.whole);
     }
 }

@@ -475,16 +475,12 @@ impl Context {
             (p.metadata, s.conditions, record)
         };
         if parent.uid.as_deref() == Some(link.uid.as_str()) {
-            let seen = Seen {
-                whole: parent.deletion_timestamp.is_some()
-                    || conditions::terminal(conditions.as_deref().unwrap_or_default()).is_some(),
-                completed: (completed.iter().flatten())
-                    .filter_map(|&j| usize::try_from(j).ok())
-                    .collect(),
-                counts: (counts.iter().flatten())
-                    .map(|&c| u32::try_from(c).unwrap_or(0))
-                    .collect(),
-            };
+            let seen = Seen::of(
+                parent.deletion_timestamp.is_some(),
+                conditions.as_deref().unwrap_or_default(),
+                counts.as_deref().unwrap_or_default(),
+                completed.as_deref().unwrap_or_default(),
+            );
             self.closed.learn(&link.uid, &seen);
         }
         let open = parent.uid.as_deref() == Some(link.uid.as_str())

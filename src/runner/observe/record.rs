@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 use super::{Facts, HarnessWrites, Pending, State};
 use crate::monitor::{Actor, Entry, EventType};
-use crate::snapshot::is_deleting;
+use crate::snapshot::{self, is_deleting};
 use crate::vocab::Kind;
 
 /// Records one object a watch delivered (or a list held): the snapshot, the pending entry
@@ -44,7 +44,10 @@ pub(super) fn record(
     let snapshot = &mut state.snapshot;
     match kind {
         Kind::Pod => {
-            let old = snapshot.pods.iter().position(|p| same_uid(p, &uid));
+            let old = snapshot
+                .pods
+                .iter()
+                .position(|p| snapshot::uid(p) == Some(uid.as_str()));
             let was = old.map(|i| snapshot.pods[i].clone());
             facts.deletion_started =
                 (deleted || is_deleting(&object)) && !was.as_ref().is_some_and(is_deleting);
@@ -104,7 +107,10 @@ pub(super) fn record(
             }
         }
         Kind::Event => {
-            let old = snapshot.events.iter().position(|p| same_uid(p, &uid));
+            let old = snapshot
+                .events
+                .iter()
+                .position(|p| snapshot::uid(p) == Some(uid.as_str()));
             match (old, deleted) {
                 (Some(i), true) => {
                     snapshot.events.remove(i);
@@ -120,7 +126,7 @@ pub(super) fn record(
                 if snapshot
                     .objects
                     .get(&(kind, name.clone()))
-                    .is_some_and(|o| same_uid(o, &uid))
+                    .is_some_and(|o| snapshot::uid(o) == Some(uid.as_str()))
                 {
                     snapshot.objects.remove(&(kind, name));
                 }
@@ -194,15 +200,6 @@ pub(super) fn rv_of(object: &Value) -> u64 {
         .and_then(Value::as_str)
         .and_then(|rv| rv.parse::<u64>().ok())
         .unwrap_or(0)
-}
-
-/// Whether `o`'s `metadata.uid` is `uid` (read in place: this runs for every object of the
-/// snapshot at every event).
-fn same_uid(o: &Value, uid: &str) -> bool {
-    o.get("metadata")
-        .and_then(|m| m.get("uid"))
-        .and_then(Value::as_str)
-        == Some(uid)
 }
 
 pub(super) fn uid_of(o: &Value) -> String {

@@ -149,6 +149,10 @@ pub(super) enum Guard {
     /// The same object at the version that was evaluated: a child that reached a terminal
     /// state since is re-evaluated instead of deleted.
     Version,
+    /// As [`Guard::Version`], and the plan's children of this guard are read live before its
+    /// events and deletes (`scope::stale_teardown`): when any of them changed since it was
+    /// evaluated, none is deleted.
+    Live,
 }
 
 /// A namespaced kind the controllers read and write.
@@ -366,7 +370,7 @@ impl Context {
         let name = obj.name_any();
         let preconditions = Preconditions {
             uid: obj.uid(),
-            resource_version: (guard == Guard::Version)
+            resource_version: (guard != Guard::Uid)
                 .then(|| obj.resource_version())
                 .flatten(),
         };

@@ -29,6 +29,9 @@ pub(super) async fn reconcile(pcs: Arc<PodCliqueSet>, ctx: Arc<Context>) -> Resu
     }
     let scope = scope(&ctx, &pcs);
     let plan = scope.plan(Timestamp::now());
+    if scope::stale_teardown(&ctx, &plan).await? {
+        return Ok(Action::requeue(STALE_RETRY));
+    }
 
     // 1. The decision is persisted first (O1, O2), on the version it was made from.
     let status = desired_status(&pcs, &scope, &plan);

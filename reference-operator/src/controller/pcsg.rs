@@ -50,6 +50,9 @@ pub(super) async fn reconcile(
     }
     let scope = scope(&ctx, &pcs, &pcsg);
     let plan = scope.plan(Timestamp::now());
+    if scope::stale_teardown(&ctx, &plan).await? {
+        return Ok(Action::requeue(STALE_RETRY));
+    }
 
     // 1. The decision is persisted first (O1, O2), on the version it was made from.
     let status = desired_status(&pcsg, &scope, &plan);

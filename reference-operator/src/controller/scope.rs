@@ -87,6 +87,24 @@ impl Existing {
             Existing::Group(g) => ctx.delete(g.as_ref(), guard).await,
         }
     }
+
+    /// Whether the object is, live, still the one evaluated: same uid and resourceVersion.
+    async fn unchanged(&self, ctx: &Context) -> Result<bool, Error> {
+        let meta = self.meta();
+        let namespace = meta.namespace.as_deref().unwrap_or_default();
+        let name = self.name();
+        let live = match self {
+            Existing::Clique(_) => ctx
+                .get::<PodClique>(namespace, &name)
+                .await?
+                .map(|c| c.metadata),
+            Existing::Group(_) => ctx
+                .get::<PodCliqueScalingGroup>(namespace, &name)
+                .await?
+                .map(|g| g.metadata),
+        };
+        Ok(live.is_some_and(|l| l.uid == meta.uid && l.resource_version == meta.resource_version))
+    }
 }
 
 /// One direct child a replica should have, and the object that realises it, if any.
@@ -307,7 +325,7 @@ impl Scope {
                     delete,
                 } => {
                     plan.gang_terminations.push((j, breached_child));
-                    plan.deletes.extend(existing(&delete, Guard::Uid));
+                    plan.deletes.extend(existing(&delete, Guard::Live));
                     plan.recreate.push((j, all));
                 }
                 ReplicaAction::Wait => plan.retry_at(Some(STALE_RETRY)),
@@ -449,6 +467,28 @@ pub(super) fn events<K: Resource<DynamicType = ()>>(
         }
     }
     events
+}
+
+/// Whether a child the plan deletes under [`Guard::Live`] changed since it was evaluated,
+/// read live before the plan's events and deletes: then neither is sent, and the parent
+/// looks again. A teardown decided on a stale view (a gang termination, R5, while a leader
+/// has just completed) is decided again instead of being reported or carried out in part.
+pub(super) async fn stale_teardown(ctx: &Context, plan: &Plan) -> Result<bool, Error> {
+    let live: Vec<Existing> = plan
+        .deletes
+        .iter()
+        .filter(|(_, guard)| *guard == Guard::Live)
+        .map(|(child, _)| child.clone())
+        .collect();
+    if live.is_empty() {
+        return Ok(false);
+    }
+    let unchanged: Vec<bool> = futures::stream::iter(live)
+        .map(|child| async move { child.unchanged(ctx).await })
+        .buffer_unordered(PARALLEL_REQUESTS)
+        .try_collect()
+        .await?;
+    Ok(unchanged.contains(&false))
 }
 
 /// Steps 3 and 4 of a PCS or PCSG reconcile: what `plan` deletes, then what it creates.

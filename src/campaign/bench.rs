@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use quick_xml::Reader;
 use quick_xml::events::Event;
 
+use crate::host::cpu::CpuReport;
 use crate::host::process::{SpawnError, Supervised};
 use crate::report::{NOT_APPLICABLE_PREFIX, TIME_PROPERTIES, Verdict};
 
@@ -45,6 +46,8 @@ pub struct Run {
     pub cases: Vec<CaseRun>,
     /// Where its outputs are.
     pub out: PathBuf,
+    /// Its CPU by component, from its `cpu.json` (`None` when it wrote none).
+    pub cpu: Option<CpuReport>,
 }
 
 impl Run {
@@ -144,12 +147,16 @@ pub fn run_repeatedly(
         } else {
             Vec::new()
         };
+        let cpu = std::fs::read_to_string(dir.join("cpu.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok());
         let run = Run {
             index,
             wall,
             exit_code: status.code(),
             cases,
             out: dir,
+            cpu,
         };
         progress(&run);
         done.push(run);
@@ -347,6 +354,8 @@ pub fn summary(runs: &[Run]) -> String {
         }
     }
 
+    out.push_str(&cpu_summary(runs));
+
     let mut by_case: BTreeMap<&str, Vec<(usize, Verdict, Duration)>> = BTreeMap::new();
     for r in runs {
         for c in &r.cases {
@@ -388,6 +397,95 @@ pub fn summary(runs: &[Run]) -> String {
         let _ = writeln!(out, "\ncases whose outcome differed between runs:");
         for line in unstable.iter().chain(&runs_failed) {
             let _ = writeln!(out, "{line}");
+        }
+    }
+    out
+}
+
+/// Where the CPU of the runs went: min, median and max of the CPU seconds of each component
+/// (the harness, each supervised child by name) and of their total, with the median's share;
+/// then the implementation's CPU by case class beside the class's summed case time. Empty when
+/// no run wrote its `cpu.json`.
+fn cpu_summary(runs: &[Run]) -> String {
+    let reports: Vec<&CpuReport> = runs.iter().filter_map(|r| r.cpu.as_ref()).collect();
+    if reports.is_empty() {
+        return String::new();
+    }
+    let seconds = |xs: Vec<f64>| spread(xs.into_iter().map(Duration::from_secs_f64).collect());
+    let mut components: Vec<(String, Vec<f64>)> = vec![(
+        "harness (kubelets, monitor, proxy, runner)".to_string(),
+        reports.iter().map(|r| r.harness).collect(),
+    )];
+    let names: std::collections::BTreeSet<&String> =
+        reports.iter().flat_map(|r| r.components.keys()).collect();
+    for name in names {
+        let xs = reports
+            .iter()
+            .map(|r| r.components.get(name).copied().unwrap_or(0.0))
+            .collect();
+        components.push((name.clone(), xs));
+    }
+    let totals: Vec<f64> = reports
+        .iter()
+        .map(|r| r.harness + r.components.values().sum::<f64>())
+        .collect();
+    let total_median = seconds(totals.clone()).map_or(0.0, |s| s.1.as_secs_f64());
+    let mut out = format!(
+        "\n| CPU of {} run(s), by component | min (s) | median (s) | max (s) | share of the median total |\n|---|---|---|---|---|\n",
+        reports.len()
+    );
+    for (what, xs) in components
+        .into_iter()
+        .chain([("total".to_string(), totals)])
+    {
+        if let Some((lo, mid, hi)) = seconds(xs) {
+            let share = if total_median > 0.0 {
+                format!("{:.0} %", 100.0 * mid.as_secs_f64() / total_median)
+            } else {
+                "-".to_string()
+            };
+            let _ = writeln!(
+                out,
+                "| {what} | {:.1} | {:.1} | {:.1} | {share} |",
+                lo.as_secs_f64(),
+                mid.as_secs_f64(),
+                hi.as_secs_f64()
+            );
+        }
+    }
+    let classes: std::collections::BTreeSet<&String> = reports
+        .iter()
+        .flat_map(|r| r.implementation_by_class.keys())
+        .collect();
+    if !classes.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n| case class | implementation CPU, median (s) | summed case time, median (s) |\n|---|---|---|"
+        );
+        for class in classes {
+            let cpu = reports
+                .iter()
+                .map(|r| r.implementation_by_class.get(class).copied().unwrap_or(0.0))
+                .collect();
+            let time = runs
+                .iter()
+                .filter(|r| r.cpu.is_some())
+                .map(|r| {
+                    r.cases
+                        .iter()
+                        .filter(|c| c.case.split('/').next() == Some(class.as_str()))
+                        .map(|c| c.time)
+                        .sum()
+                })
+                .collect();
+            if let (Some(cpu), Some(time)) = (seconds(cpu), spread(time)) {
+                let _ = writeln!(
+                    out,
+                    "| {class} | {:.1} | {:.1} |",
+                    cpu.1.as_secs_f64(),
+                    time.1.as_secs_f64()
+                );
+            }
         }
     }
     out
@@ -463,7 +561,34 @@ mod tests {
                 },
             ],
             out: PathBuf::from("/x"),
+            cpu: Some(CpuReport {
+                harness: wall as f64,
+                components: [
+                    ("etcd".to_string(), 1.0),
+                    ("implementation".to_string(), 3.0),
+                ]
+                .into(),
+                implementation_by_class: [("guards".to_string(), 3.0)].into(),
+            }),
         }
+    }
+
+    #[test]
+    fn the_summary_breaks_the_cpu_down_by_component_and_class() {
+        let mut runs = vec![run(1, 6, Verdict::Pass), run(2, 16, Verdict::Pass)];
+        runs.push(Run {
+            cpu: None,
+            ..run(3, 100, Verdict::Pass)
+        });
+        let s = summary(&runs);
+        assert!(s.contains("| CPU of 2 run(s), by component |"), "{s}");
+        assert!(
+            s.contains("| harness (kubelets, monitor, proxy, runner) | 6.0 | 16.0 | 16.0 | 80 % |"),
+            "{s}"
+        );
+        assert!(s.contains("| etcd | 1.0 | 1.0 | 1.0 | 5 % |"), "{s}");
+        assert!(s.contains("| total | 10.0 | 20.0 | 20.0 | 100 % |"), "{s}");
+        assert!(s.contains("| guards | 3.0 | 4.0 |"), "{s}");
     }
 
     #[test]

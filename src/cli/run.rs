@@ -257,6 +257,11 @@ pub(crate) fn run(args: &RunArgs) -> CliResult {
         Ok::<_, CliError>((results, kubernetes))
     })?;
     write_reports(args, &results, &selected, &facts, kubernetes);
+    // The target is down: every child's CPU is in the ledger.
+    let cpu = args.out.join("cpu.json");
+    if let Err(e) = grove_conformance::host::cpu::write_report(&cpu) {
+        eprintln!("warning: failed to write {}: {e}", cpu.display());
+    }
     Ok(report::exit_code(&results))
 }
 

@@ -249,6 +249,10 @@ pub struct Supervised {
     name: String,
     child: Child,
     log: Option<PathBuf>,
+    /// The case class its CPU is also accounted to ([`super::cpu`]).
+    class: Option<String>,
+    /// Whether its CPU has been accounted (once, when it is stopped).
+    accounted: bool,
 }
 
 impl Supervised {
@@ -301,12 +305,30 @@ impl Supervised {
             name: name.to_string(),
             child,
             log: log.map(Path::to_path_buf),
+            class: None,
+            accounted: false,
         })
     }
 
     /// The child's pid (also its process-group id).
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Accounts its CPU to case class `class` too, besides its name ([`super::cpu`]).
+    pub fn account_as(&mut self, class: &str) {
+        self.class = Some(class.to_string());
+    }
+
+    /// Adds its CPU so far to the run's ledger, once: just before it is signalled to stop,
+    /// while `/proc` still has it.
+    fn account(&mut self) {
+        if std::mem::replace(&mut self.accounted, true) {
+            return;
+        }
+        if let Some(spent) = super::cpu::process_cpu(self.pid()) {
+            super::cpu::record(&self.name, self.class.as_deref(), spent);
+        }
     }
 
     /// The name given at spawn.
@@ -344,6 +366,7 @@ impl Supervised {
 
     /// SIGKILLs the whole process group and reaps the child.
     pub fn kill(&mut self) {
+        self.account();
         signal_group(self.pid(), libc::SIGKILL);
         let _ = self.child.wait();
         self.unregister();
@@ -351,6 +374,9 @@ impl Supervised {
 
     /// SIGTERM, then SIGKILL after `grace`; reaps the child.
     pub fn stop(&mut self, grace: Duration) {
+        if !self.accounted && self.child.try_wait().ok().flatten().is_none() {
+            self.account();
+        }
         if self.exited().is_none() {
             signal_group(self.pid(), libc::SIGCONT);
             signal_group(self.pid(), libc::SIGTERM);

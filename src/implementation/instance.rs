@@ -208,6 +208,8 @@ pub struct Instance {
     log: PathBuf,
     running: Option<Running>,
     restarts: u32,
+    /// The case class its processes' CPU is accounted to.
+    class: Option<String>,
 }
 
 impl Instance {
@@ -225,6 +227,7 @@ impl Instance {
             log: log.to_path_buf(),
             running: None,
             restarts: 0,
+            class: None,
         };
         instance.spawn().await?;
         Ok(instance)
@@ -252,6 +255,7 @@ impl Instance {
             log: log.to_path_buf(),
             running: Some(Running::Deployed(Box::new(deployed))),
             restarts: 0,
+            class: None,
         })
     }
 
@@ -286,13 +290,22 @@ impl Instance {
             .spec
             .command(&self.kubeconfig, self.namespace.as_deref())
         {
-            self.running = Some(Running::Process(Supervised::spawn(
-                "implementation",
-                command,
-                Some(&self.log),
-            )?));
+            let mut child = Supervised::spawn("implementation", command, Some(&self.log))?;
+            if let Some(class) = &self.class {
+                child.account_as(class);
+            }
+            self.running = Some(Running::Process(child));
         }
         Ok(())
+    }
+
+    /// Accounts the CPU of its processes, this one and those of its restarts, to case class
+    /// `class` ([`crate::host::cpu`]).
+    pub fn account_as(&mut self, class: &str) {
+        self.class = Some(class.to_string());
+        if let Some(Running::Process(child)) = &mut self.running {
+            child.account_as(class);
+        }
     }
 
     /// Freezes it (SIGSTOP, `docker pause`): it observes and does nothing until resumed.

@@ -388,11 +388,13 @@ async fn prepare(ctx: &mut CaseRun<'_>, private_nodes: Option<usize>) -> Result<
             .as_ref()
             .map_or(run.kubeconfig.as_path(), |p| p.kubeconfig());
         let log = log_path(run, ctx.case, ctx.repeat);
-        let started = Instance::start(&run.implementation, kubeconfig, Some(&ctx.namespace), &log)
-            .await
-            .map_err(|e| Outcome::Error {
-                message: format!("failed to start the implementation: {e}"),
-            })?;
+        let mut started =
+            Instance::start(&run.implementation, kubeconfig, Some(&ctx.namespace), &log)
+                .await
+                .map_err(|e| Outcome::Error {
+                    message: format!("failed to start the implementation: {e}"),
+                })?;
+        started.account_as(&ctx.case.area);
         let instance = Arc::new(AsyncMutex::new(started));
         ctx.instance = Some(instance.clone());
         instance

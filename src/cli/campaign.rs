@@ -224,17 +224,33 @@ pub(crate) fn sweep(
 }
 
 pub(crate) fn bench(runs: usize, out: &Path, run_args: &[std::ffi::OsString]) -> CliResult {
-    use grove_conformance::campaign::bench;
+    use grove_conformance::campaign::{bench, cost};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     let exe = super::current_exe()?;
     let stop = Arc::new(AtomicBool::new(false));
     let (flag, dir, args) = (stop.clone(), out.to_path_buf(), run_args.to_vec());
+    let beside_reference = cost::other_implementation(run_args);
     let runs_done = super::runtime().block_on(async move {
         let work = tokio::task::spawn_blocking(move || {
-            bench::run_repeatedly(&exe, runs, &args, &dir, &flag, |run| {
+            let done = bench::run_repeatedly(&exe, runs, &args, &dir, &flag, |run| {
                 eprintln!("{}", bench::run_line(run))
-            })
+            })?;
+            // The same selection once with the reference operator, for the cost table.
+            let reference = if beside_reference {
+                let reference_args = cost::reference_args(&args);
+                bench::run_repeatedly(
+                    &exe,
+                    1,
+                    &reference_args,
+                    &dir.join("reference"),
+                    &flag,
+                    |run| eprintln!("reference operator: {}", bench::run_line(run)),
+                )?
+            } else {
+                Vec::new()
+            };
+            Ok::<_, bench::BenchError>((done, reference))
         });
         tokio::pin!(work);
         tokio::select! {
@@ -246,7 +262,7 @@ pub(crate) fn bench(runs: usize, out: &Path, run_args: &[std::ffi::OsString]) ->
             }
         }
     });
-    let done = match runs_done {
+    let (done, reference) = match runs_done {
         Ok(Ok(done)) => done,
         Ok(Err(bench::BenchError::Interrupted { run })) => {
             eprintln!("bench: run {run} stopped; no summary written");
@@ -255,7 +271,14 @@ pub(crate) fn bench(runs: usize, out: &Path, run_args: &[std::ffi::OsString]) ->
         Ok(Err(e)) => return Err(CliError::from_error(Exit::SetupFailed, e)),
         Err(e) => return Err(CliError::context(Exit::SetupFailed, "the bench stopped", e)),
     };
-    let summary = bench::summary(&done);
+    let mut summary = bench::summary(&done);
+    if let Some(reference) = reference.first() {
+        let counts: Vec<_> = done.iter().map(|r| cost::read_counts(&r.out)).collect();
+        summary.push_str(&cost::beside(
+            &cost::medians(&counts),
+            &cost::read_counts(&reference.out),
+        ));
+    }
     println!("{summary}");
     let path = out.join("bench.md");
     if let Err(e) = std::fs::write(&path, &summary) {

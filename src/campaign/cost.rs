@@ -67,43 +67,43 @@ const IMPLEMENTATION_FLAGS: &[&str] = &[
     "--proxy-address",
 ];
 
-/// Whether `run_args` choose an implementation other than the reference operator.
-pub fn other_implementation(run_args: &[OsString]) -> bool {
-    let mut args = run_args.iter().map(|a| a.to_string_lossy());
+/// `run_args` split into the arguments that keep the selection and target, and those that
+/// choose the implementation, as `(flag, value)` (a value given as `--flag=value` or as the
+/// next argument).
+fn split_implementation(run_args: &[OsString]) -> (Vec<OsString>, Vec<(String, String)>) {
+    let mut kept = Vec::new();
+    let mut chosen = Vec::new();
+    let mut args = run_args.iter();
     while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) => (f.to_string(), Some(v.to_string())),
-            None => (arg.to_string(), None),
+        let text = arg.to_string_lossy();
+        let (flag, inline) = match text.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_string())),
+            None => (&*text, None),
         };
-        if flag == "--implementation" {
-            let value = inline.or_else(|| args.next().map(|v| v.to_string()));
-            if value.as_deref() != Some("reference") {
-                return true;
-            }
-        } else if IMPLEMENTATION_FLAGS.contains(&flag.as_str()) {
-            return true;
+        if IMPLEMENTATION_FLAGS.contains(&flag) {
+            let value = inline
+                .or_else(|| args.next().map(|v| v.to_string_lossy().into_owned()))
+                .unwrap_or_default();
+            chosen.push((flag.to_string(), value));
+        } else {
+            kept.push(arg.clone());
         }
     }
-    false
+    (kept, chosen)
+}
+
+/// Whether `run_args` choose an implementation other than the reference operator.
+pub fn other_implementation(run_args: &[OsString]) -> bool {
+    split_implementation(run_args)
+        .1
+        .iter()
+        .any(|(flag, value)| flag != "--implementation" || value != "reference")
 }
 
 /// `run_args` without the arguments that choose the implementation: the same selection and
 /// target, for the reference operator.
 pub fn reference_args(run_args: &[OsString]) -> Vec<OsString> {
-    let mut kept = Vec::new();
-    let mut args = run_args.iter();
-    while let Some(arg) = args.next() {
-        let text = arg.to_string_lossy();
-        let flag = text.split_once('=').map_or(&*text, |(f, _)| f);
-        if IMPLEMENTATION_FLAGS.contains(&flag) {
-            if !text.contains('=') {
-                args.next();
-            }
-            continue;
-        }
-        kept.push(arg.clone());
-    }
-    kept
+    split_implementation(run_args).0
 }
 
 /// The median of each case's counts over `runs` (the lower middle of an even number).
@@ -158,28 +158,25 @@ pub fn beside(
     );
     let mut sum = (ApiCount::default(), ApiCount::default());
     for (case, c, r) in &rows {
-        let _ = writeln!(
-            out,
-            "| {case} | {} | {} | {:.2} | {} | {} | {} | {} |",
-            c.total,
-            r.total,
-            ratio(c.total, r.total),
-            c.writes,
-            r.writes,
-            c.writes_after_required,
-            r.writes_after_required
-        );
+        out.push_str(&row(case, c, r));
         for (s, x) in [(&mut sum.0, c), (&mut sum.1, r)] {
             s.total += x.total;
             s.writes += x.writes;
             s.writes_after_required += x.writes_after_required;
         }
     }
-    let (c, r) = sum;
-    let _ = writeln!(
-        out,
-        "| total over {} case(s) | {} | {} | {:.2} | {} | {} | {} | {} |",
-        rows.len(),
+    out.push_str(&row(
+        &format!("total over {} case(s)", rows.len()),
+        &sum.0,
+        &sum.1,
+    ));
+    out
+}
+
+/// One row of [`beside`]'s table.
+fn row(label: &str, c: &ApiCount, r: &ApiCount) -> String {
+    format!(
+        "| {label} | {} | {} | {:.2} | {} | {} | {} | {} |\n",
         c.total,
         r.total,
         ratio(c.total, r.total),
@@ -187,8 +184,7 @@ pub fn beside(
         r.writes,
         c.writes_after_required,
         r.writes_after_required
-    );
-    out
+    )
 }
 
 fn ratio(a: u64, b: u64) -> f64 {

@@ -1,7 +1,7 @@
 //! Host helpers every other folder may use: supervised child processes that never outlive us
-//! ([`process`]) and the CPU they and the harness spend ([`cpu`]), small filesystem helpers (private files, a free port, finding an executable),
-//! the one way the harness talks to a Docker engine ([`docker`]), images of this very executable
-//! built offline ([`image`]), what running inside a pod gives ([`in_cluster`]), where the
+//! ([`process`]) and the CPU they and the harness spend ([`cpu`]), small filesystem helpers
+//! (private files, a free port, finding an executable), the one way the harness talks to a
+//! Docker engine ([`docker`]), images of this very executable built offline ([`image`]), what running inside a pod gives ([`in_cluster`]), where the
 //! library's `tracing` output goes ([`logging`]), and the runtime every async part runs on
 //! ([`runtime`]).
 //!

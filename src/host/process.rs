@@ -321,9 +321,12 @@ impl Supervised {
     }
 
     /// Adds its CPU so far to the run's ledger, once: just before it is signalled to stop,
-    /// while `/proc` still has it.
+    /// while `/proc` still has it. A child already reaped is not read: its pid may name
+    /// another process by now.
     fn account(&mut self) {
-        if std::mem::replace(&mut self.accounted, true) {
+        if std::mem::replace(&mut self.accounted, true)
+            || self.child.try_wait().ok().flatten().is_some()
+        {
             return;
         }
         if let Some(spent) = super::cpu::process_cpu(self.pid()) {
@@ -374,9 +377,7 @@ impl Supervised {
 
     /// SIGTERM, then SIGKILL after `grace`; reaps the child.
     pub fn stop(&mut self, grace: Duration) {
-        if !self.accounted && self.child.try_wait().ok().flatten().is_none() {
-            self.account();
-        }
+        self.account();
         if self.exited().is_none() {
             signal_group(self.pid(), libc::SIGCONT);
             signal_group(self.pid(), libc::SIGTERM);

@@ -40,8 +40,10 @@ pub(crate) struct ExploreArgs {
     #[arg(long)]
     no_shrink: bool,
     /// Also compose faults into the rounds: pauses and crashes pinned before or after a
-    /// request the round makes, holds of the implementation's view, refusals for a while. A
-    /// scenario whose fault never fired is skipped (not reached), never passed.
+    /// request the round makes, holds of the implementation's view, refusals for a while, and
+    /// user deletes of a PodClique or a scaling group inside a terminal scope or of the
+    /// terminal PodCliqueSet. A scenario whose fault never fired is skipped (not reached),
+    /// never passed.
     #[arg(long)]
     faults: bool,
     #[command(flatten)]

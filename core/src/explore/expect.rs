@@ -72,12 +72,22 @@ impl Expect {
             .iter()
             .map(|w| w.set_replicas.iter().map(|r| r.restarts).collect())
             .collect();
-        objects.push(object(
-            Kind::PodCliqueSet,
-            &shape.name,
-            conditions(&set_conds, true, shape.aware()),
-            one(&counts),
-        ));
+        if all(&|w| w.set_deleted) {
+            objects.push(ObjectExpectation {
+                subject: Subject::Object(ObjectRef {
+                    kind: Kind::PodCliqueSet,
+                    name: shape.name.clone(),
+                }),
+                state: ObjectState::Absent,
+            });
+        } else {
+            objects.push(object(
+                Kind::PodCliqueSet,
+                &shape.name,
+                conditions(&set_conds, true, shape.aware()),
+                one(&counts),
+            ));
+        }
         // Every PCSG and PodClique of the shape (all exist from the start).
         let of_shape = self::objects(shape);
         let names: BTreeSet<(Kind, String)> =
@@ -346,6 +356,7 @@ pub(super) fn clauses(
     shape: &Shape,
     worlds: &[BTreeSet<World>],
     crashes: bool,
+    deletes: bool,
 ) -> Vec<&'static str> {
     let mut c: BTreeSet<&'static str> = BTreeSet::from(["B1", "B5", "E6"]);
     let last = worlds.last().expect("at least the initial state");
@@ -390,6 +401,11 @@ pub(super) fn clauses(
     }
     if crashes {
         c.insert("O3");
+    }
+    if deletes {
+        // A user delete inside a terminal scope: nothing comes back (C4), and what the
+        // deleted object owns goes with it (B3).
+        c.extend(["B3", "C4"]);
     }
     c.into_iter().collect()
 }

@@ -98,7 +98,7 @@ fn controller(action: ControllerAction) -> StepKind {
 }
 
 /// A hold of one kind the job has, stale or current reads, released after [`HOLD_FOR`].
-fn hold(rng: &mut Rng, shape: &Shape) -> StepKind {
+pub(super) fn hold(rng: &mut Rng, shape: &Shape) -> StepKind {
     let mut kinds = vec![Kind::Pod, Kind::PodClique, Kind::PodCliqueSet];
     if !shape.groups.is_empty() {
         kinds.push(Kind::PodCliqueScalingGroup);

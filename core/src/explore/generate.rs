@@ -94,6 +94,15 @@ impl Round {
         if !self.faulted() {
             return self.clone();
         }
+        if self.deleted().is_some() {
+            return Round(
+                self.0
+                    .iter()
+                    .filter(|s| matches!(s, StepKind::Delete(_)))
+                    .cloned()
+                    .collect(),
+            );
+        }
         let pods: Vec<PodStep> = self.pods().cloned().collect();
         if self.paused() {
             Round::together(pods)
@@ -110,6 +119,8 @@ impl Round {
             match step {
                 StepKind::Pods(p) => out.push(pod_event(p)?),
                 StepKind::Controller(ControllerStep { when: None, .. }) => {}
+                // A user delete is applied by `predictions` ([`Round::deleted`]).
+                StepKind::Delete(_) if self.deleted().is_some() => {}
                 fault if super::faults::is_fault(fault) => {}
                 other => return Err(Unjudged::Unmodelled(other.keyword())),
             }
@@ -129,6 +140,12 @@ pub enum Unjudged {
     NoActivePod {
         round: usize,
         source: crate::model::NoActivePod,
+    },
+    /// A user delete whose outcome the model does not settle.
+    #[error("round {round}: {source}")]
+    NotDeletable {
+        round: usize,
+        source: crate::model::NotDeletable,
     },
     /// The allowed states disagree before a round, so its expectations cannot be built.
     #[error("round {0}: the states the model allows before it disagree")]
@@ -267,7 +284,8 @@ pub fn scenario_with_faults(seed: u64, index: u32, size: u32) -> Scenario {
     let mut s = scenario(seed, index, size);
     if let Body::Rounds(rounds) = &s.body {
         let mut rng = super::faults::fault_rng(seed, index);
-        s.body = Body::Rounds(super::faults::with_faults(&mut rng, &s.shape, rounds));
+        let faulted = super::faults::with_faults(&mut rng, &s.shape, rounds);
+        s.body = Body::Rounds(super::deletes::with_deletes(&mut rng, &s.shape, &faulted));
     }
     s.faults = true;
     s
@@ -628,6 +646,11 @@ pub fn predictions(shape: &Shape, rounds: &[Round]) -> Result<Vec<BTreeSet<World
             worlds = model
                 .apply(&worlds, &events)
                 .map_err(|source| Unjudged::NoActivePod { round: k, source })?;
+        }
+        if let Some(d) = round.deleted() {
+            worlds = model
+                .user_delete(&worlds, &d)
+                .map_err(|source| Unjudged::NotDeletable { round: k, source })?;
         }
         out.push(worlds.clone());
     }

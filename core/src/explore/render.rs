@@ -71,7 +71,8 @@ pub fn build(scenario: &Scenario, name: &str) -> Result<Case, Unjudged> {
             // A crash may lose or repeat an event the spec does not make crash-safe, and so may
             // a write whose answer a fault lost: restart events are then counted at least.
             let perturbed = crashes || rounds.iter().any(Round::faulted);
-            clauses = self::clauses(shape, &worlds, crashes)
+            let deletes = rounds.iter().any(|r| r.deleted().is_some());
+            clauses = self::clauses(shape, &worlds, crashes, deletes)
                 .into_iter()
                 .map(str::to_owned)
                 .collect();

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::generate::{Body, predictions, scenario, scenario_with_faults};
+use super::generate::{Body, Round, predictions, scenario, scenario_with_faults};
 use super::{render, shrink};
 use crate::catalog::{
     ControllerStep, PodAction, Pos, StepKind, Trigger, parse_case_with_fixtures, parse_fixture,
@@ -194,6 +194,13 @@ fn faults_are_added_to_the_same_scenario_and_change_no_prediction() {
         );
         match (&with.body, &plain.body) {
             (Body::Rounds(a), Body::Rounds(b)) => {
+                // The user deletes aside (`user_deletes_…` below).
+                let a: Vec<Round> = a
+                    .iter()
+                    .filter(|r| r.deleted().is_none())
+                    .cloned()
+                    .collect();
+                let a = &a;
                 assert_eq!(a.len(), b.len());
                 for (x, y) in a.iter().zip(b) {
                     assert_eq!(&x.without_faults(), y);
@@ -287,4 +294,53 @@ fn a_round_seen_together_gets_no_pinned_fault() {
         }
     }
     assert!(together > 20, "{together}");
+}
+
+/// With faults, a PodClique or a PCSG left inside a terminal scope and the terminal
+/// PodCliqueSet are deleted now and then: each is absent in every state the model allows
+/// after it, and stays so (C4) unless a gang restart makes a new attempt; a delete can be
+/// shrunk away.
+#[test]
+fn user_deletes_are_drawn_of_every_kind_and_their_objects_stay_gone() {
+    use crate::model::UserDelete;
+    let mut seen = BTreeSet::new();
+    for i in 0..400 {
+        let s = scenario_with_faults(31, i, 3);
+        let Body::Rounds(rounds) = &s.body else {
+            continue;
+        };
+        let worlds = predictions(&s.shape, rounds).unwrap();
+        for (k, r) in rounds.iter().enumerate() {
+            let Some(d) = r.deleted() else { continue };
+            // Only a later gang restart of the PCS replica that held a PodClique makes it
+            // again (a new attempt: R2).
+            let was = |n: &String| worlds[k].iter().next().unwrap().incarnations[n];
+            let gone = |w: &crate::model::World| match &d {
+                UserDelete::Clique(n) => !w.cliques.contains_key(n) || w.incarnations[n] > was(n),
+                UserDelete::Group(n) => !w.groups.contains_key(n),
+                UserDelete::Set => w.set_deleted && w.cliques.is_empty(),
+            };
+            for later in &worlds[k + 1..] {
+                assert!(
+                    later.iter().all(gone),
+                    "{}: {d:?} back after round {k}",
+                    s.name()
+                );
+            }
+            seen.insert(match d {
+                UserDelete::Clique(_) => "clique",
+                UserDelete::Group(_) => "group",
+                UserDelete::Set => "set",
+            });
+            assert!(
+                shrink::candidates(&s)
+                    .iter()
+                    .any(|c| c.shrink_path[0] == format!("step {k} dropped")),
+                "{}: the delete of round {k} cannot be dropped",
+                s.name()
+            );
+        }
+        render::build(&s, &s.name()).unwrap();
+    }
+    assert_eq!(seen, BTreeSet::from(["clique", "group", "set"]));
 }

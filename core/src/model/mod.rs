@@ -5,7 +5,8 @@
 //!
 //! - [`shape`]: a PodCliqueSet as the clauses read it (also invalid ones);
 //! - [`admission`]: which rejections a shape is due (V1–V7);
-//! - [`world`]: one allowed state and how pod changes move it (E, R, C, EV).
+//! - [`world`]: one allowed state and how pod changes move it (E, R, C, EV);
+//! - `deletes`: a user deleting a PodClique, a PCSG or the PodCliqueSet (B3, C4).
 //!
 //! Where the spec leaves a choice open (the order in which a parent observes children that
 //! became terminal together, E10; whether a Failed PCSG's still-running replicas are cleaned
@@ -13,6 +14,7 @@
 
 pub mod admission;
 mod batch;
+mod deletes;
 pub mod shape;
 pub mod world;
 
@@ -21,6 +23,7 @@ mod tests;
 
 pub use admission::{Rejection, admit};
 pub use batch::{NoActivePod, ordered_partitions};
+pub use deletes::{NotDeletable, UserDelete};
 pub use shape::{Child, Clique, Completion, Group, RestartPolicy, Shape};
 pub use world::{
     CliqueState, Cond, EventReason, GroupState, Model, ObjectKind, PodChange, PodEvent, PodState,

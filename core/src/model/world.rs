@@ -128,6 +128,8 @@ pub struct World {
     pub incarnations: BTreeMap<String, u32>,
     /// The job events owed so far, by reason and involved object.
     pub events: BTreeMap<(EventReason, ObjectKind, String), u32>,
+    /// A user deleted the PodCliqueSet (B3: nothing of it is left).
+    pub set_deleted: bool,
 }
 
 /// What happens to one pod.
@@ -190,6 +192,7 @@ impl Model {
             uncertain: BTreeSet::new(),
             incarnations: BTreeMap::new(),
             events: BTreeMap::new(),
+            set_deleted: false,
         };
         for i in 0..self.shape.replicas {
             self.create_set_replica_children(&mut w, i);

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 use tokio::sync::Mutex as AsyncMutex;
 
+use super::namespaces::delete_case_namespace;
 use super::requirements::{case_pods, is_large, loses_node, private_node_count, skip_reason};
 use super::steps::{CaseRun, execute};
 use super::verdict::{
@@ -288,7 +289,14 @@ async fn run_steps_noting(
     };
     let outcome = tear_down(ctx, outcome, private_nodes.is_some(), ran).await;
     if !run.keep_namespaces {
-        delete_namespace(&namespaces, &namespace, is_large(case, &run.catalog)).await;
+        let simulated = run.pods.fleet().is_some();
+        delete_case_namespace(
+            &run.client,
+            &namespace,
+            is_large(case, &run.catalog),
+            simulated,
+        )
+        .await;
     }
     outcome
 }
@@ -613,28 +621,6 @@ async fn within_timeout<T>(
                     return Err(());
                 }
             }
-        }
-    }
-}
-
-/// Deletes a case's namespace; for a large case, waits until it is gone.
-async fn delete_namespace(namespaces: &Api<Namespace>, namespace: &str, large: bool) {
-    let _ = namespaces
-        .delete(namespace, &DeleteParams::background())
-        .await;
-    // A large case runs alone; so does its teardown: on real kubelets, hundreds of pods
-    // ending their grace periods would otherwise starve the cases that start next.
-    if large {
-        let gone = kube::runtime::wait::await_condition(
-            namespaces.clone(),
-            namespace,
-            kube::runtime::conditions::is_deleted(""),
-        );
-        if tokio::time::timeout(DEFAULT_CASE_TIMEOUT, gone)
-            .await
-            .is_err()
-        {
-            tracing::warn!(namespace, "a large case's namespace was not gone in time");
         }
     }
 }

@@ -17,12 +17,12 @@
 //! - `expect`: `remember` and `expect`, the waits and holds of expectations;
 //! - `verdict`: the pure decision of how a case ended, beside the lifecycle's actions.
 
-mod abandon;
 mod cost;
 mod expect;
 mod faults;
 mod landing;
 mod lifecycle;
+mod namespaces;
 mod pod_actions;
 mod refusals;
 mod requirements;
@@ -31,12 +31,12 @@ mod triggers;
 mod verdict;
 mod writes;
 
-pub use abandon::{RUN_LABEL, delete_run_namespaces, run_id};
 pub use cost::holding_slot;
 pub use expect::DEFAULT_WITHIN;
 pub use lifecycle::{
     CASE_LABEL, DEFAULT_CASE_TIMEOUT, RunContext, SHARED_LOG, finished, run_case, run_case_queued,
 };
+pub use namespaces::{RUN_LABEL, delete_run_namespaces, run_id};
 pub use requirements::{
     LARGE_CASE_PODS, fixture_pods, is_large, loses_node, needs_exclusive, skip_reason,
 };

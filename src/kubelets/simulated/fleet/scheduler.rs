@@ -115,8 +115,9 @@ fn pick_node(state: &State, max_pods: usize, cpu_capacity: u64, fit: &Fit) -> Op
 }
 
 /// Schedules a pod that has no node: binds it to the least-loaded node it fits on or, when none
-/// has room, keeps it among the pods waiting for room. Gated pods and pods being bound are left
-/// alone.
+/// has room, keeps it among the pods waiting for room. Gated pods are left alone, and so are
+/// pods the fleet has bound or is binding: a view of one without a node is older than the
+/// binding (a read made before it landed), and binding it again would fail and start it twice.
 pub(super) fn schedule(
     inner: &Arc<Inner>,
     state: &mut State,
@@ -131,7 +132,7 @@ pub(super) fn schedule(
         .as_ref()
         .and_then(|s| s.scheduling_gates.as_ref())
         .is_some_and(|g| !g.is_empty());
-    if gated || stage == Some(Stage::Binding) {
+    if gated || stage.is_some() {
         return;
     }
     let fit = Fit::of(&pod);
@@ -204,7 +205,14 @@ pub(super) fn release(inner: &Arc<Inner>, state: &mut State, uid: &str) {
     }
 }
 
+/// Whether the pod with `uid` still waits for room (the lock is released on return).
+fn still_waiting(inner: &Inner, uid: &str) -> bool {
+    inner.lock().unscheduled.contains_key(uid)
+}
+
 /// Looks again at pods that found no node (room was freed, or a node was added or recovered).
+/// A pod read back is acted on only while it still waits: one deleted or placed meanwhile is
+/// known better from the watch than from a read made before that.
 pub(super) fn retry_unscheduled(inner: &Arc<Inner>, state: &State) {
     for (uid, (ns, name)) in state.unscheduled.clone() {
         let inner = inner.clone();
@@ -213,6 +221,7 @@ pub(super) fn retry_unscheduled(inner: &Arc<Inner>, state: &State) {
                 .get(&name)
                 .await
                 && pod.uid().as_deref() == Some(uid.as_str())
+                && still_waiting(&inner, &uid)
             {
                 on_pod(&inner, pod);
             }

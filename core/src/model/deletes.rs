@@ -178,17 +178,8 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::model::{Clique, Completion, Cond, Group, PodChange, PodEvent, Shape};
-
-    fn aware(name: &str, pods: u32) -> Clique {
-        Clique {
-            name: name.into(),
-            pods,
-            completion: Some(Completion::default()),
-            restart_policy: None,
-            autoscaling: false,
-        }
-    }
+    use crate::model::tests::aware;
+    use crate::model::{Completion, Cond, Group, PodChange, PodEvent, Shape};
 
     /// A standalone `leader` (1 pod) and a group `trainer` of 2 replicas of `worker` (1 pod),
     /// the PCS completing when every aware child has.

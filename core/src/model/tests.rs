@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use super::*;
 
-fn aware(name: &str, pods: u32) -> Clique {
+pub(super) fn aware(name: &str, pods: u32) -> Clique {
     Clique {
         name: name.into(),
         pods,
